@@ -1,0 +1,137 @@
+import { z } from "zod";
+
+/**
+ * The normalized plan of an environment: what the compose validator produces from a compose
+ * file and what denvd deploys. Every accepted compose key lands here; nothing is dropped.
+ */
+
+export const ProjectKind = z.enum(["rl-environment", "service"]);
+export type ProjectKind = z.infer<typeof ProjectKind>;
+
+export const Resources = z.object({
+  /** Memory limit in bytes. */
+  memoryBytes: z.number().int().positive(),
+  /** CPU limit in cores (fractional allowed). */
+  cpus: z.number().positive(),
+  /** Maximum number of processes. */
+  pids: z.number().int().positive(),
+});
+export type Resources = z.infer<typeof Resources>;
+
+export const Healthcheck = z.object({
+  /** Docker form: ["CMD", ...] or ["CMD-SHELL", "..."] or ["NONE"]. */
+  test: z.array(z.string()),
+  intervalMs: z.number().int().nonnegative().optional(),
+  timeoutMs: z.number().int().nonnegative().optional(),
+  retries: z.number().int().nonnegative().optional(),
+  startPeriodMs: z.number().int().nonnegative().optional(),
+});
+export type Healthcheck = z.infer<typeof Healthcheck>;
+
+export const DependsOn = z.object({
+  service: z.string(),
+  condition: z.enum(["service_started", "service_healthy", "service_completed_successfully"]),
+});
+export type DependsOn = z.infer<typeof DependsOn>;
+
+export const VolumeMount = z.object({
+  /** Name of a named volume declared at the top level. */
+  source: z.string(),
+  target: z.string(),
+  readOnly: z.boolean(),
+});
+export type VolumeMount = z.infer<typeof VolumeMount>;
+
+export const Build = z.object({
+  /** Build context, relative to the project directory (never outside it). */
+  context: z.string(),
+  /** Dockerfile path relative to the context. */
+  dockerfile: z.string(),
+  args: z.record(z.string(), z.string()),
+  target: z.string().optional(),
+});
+export type Build = z.infer<typeof Build>;
+
+export const PortPublish = z.object({
+  target: z.number().int(),
+  published: z.number().int().optional(),
+  protocol: z.enum(["tcp", "udp"]),
+});
+
+export const ServicePlan = z.object({
+  name: z.string(),
+  /** Image reference; for a `build:` service, the tag denv builds (derived when absent). */
+  image: z.string(),
+  build: Build.optional(),
+  /** Exec form (argv) or shell form (string), as in compose. */
+  command: z.union([z.array(z.string()), z.string()]).optional(),
+  entrypoint: z.union([z.array(z.string()), z.string()]).optional(),
+  environment: z.record(z.string(), z.string()),
+  workingDir: z.string().optional(),
+  user: z.string().optional(),
+  volumes: z.array(VolumeMount),
+  /** tmpfs mount targets (optionally "path:options"). */
+  tmpfs: z.array(z.string()),
+  dependsOn: z.array(DependsOn),
+  healthcheck: Healthcheck.optional(),
+  expose: z.array(z.number().int()),
+  labels: z.record(z.string(), z.string()),
+  init: z.boolean().optional(),
+  stopGracePeriodMs: z.number().int().nonnegative().optional(),
+  restart: z.enum(["no", "always", "on-failure", "unless-stopped"]).optional(),
+  capDrop: z.array(z.string()),
+  /** `none` isolates the service from every network. */
+  networkMode: z.literal("none").optional(),
+  /** Aliases on the environment network (service name is always one). */
+  aliases: z.array(z.string()),
+  resources: Resources,
+  /** Published ports: `service` projects only. */
+  ports: z.array(PortPublish),
+  /** Resolver options, e.g. ["timeout:1", "attempts:1"]. */
+  dnsOpt: z.array(z.string()),
+  hostname: z.string().optional(),
+});
+export type ServicePlan = z.infer<typeof ServicePlan>;
+
+export const VerifierPlan = z.object({
+  image: z.string(),
+  build: Build.optional(),
+  command: z.union([z.array(z.string()), z.string()]),
+  /** Seconds before the verifier is killed. */
+  timeoutSec: z.number().int().positive(),
+  /** Project-relative folder copied only into the verifier's container, at /tests. */
+  tests: z.string().optional(),
+  /** Absolute paths in the agent service collected from the fork into /submission. */
+  submission: z.array(z.string()),
+  /** The verifier's own non-root user (uid[:gid]). */
+  user: z.string(),
+  environment: z.record(z.string(), z.string()),
+  resources: Resources,
+});
+export type VerifierPlan = z.infer<typeof VerifierPlan>;
+
+export const AgentPlan = z.object({
+  service: z.string(),
+  /** Non-root user exec defaults to (name or uid[:gid]). */
+  user: z.string(),
+  workdir: z.string(),
+});
+export type AgentPlan = z.infer<typeof AgentPlan>;
+
+export const Plan = z.object({
+  name: z.string(),
+  kind: ProjectKind,
+  /** Services in start order (dependencies first). */
+  services: z.array(ServicePlan),
+  /** Named volumes of the environment. */
+  volumes: z.array(z.string()),
+  agent: AgentPlan,
+  verifier: VerifierPlan.optional(),
+  egress: z.enum(["deny", "allow"]),
+  /** Volumes captured by snapshots (default: all). */
+  snapshotVolumes: z.array(z.string()),
+  placement: z.record(z.string(), z.string()),
+  /** Notes for the user (e.g. obsolete `version` ignored). Never silent drops. */
+  notes: z.array(z.string()),
+});
+export type Plan = z.infer<typeof Plan>;
