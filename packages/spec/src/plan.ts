@@ -25,6 +25,8 @@ export const Healthcheck = z.object({
   timeoutMs: z.number().int().nonnegative().optional(),
   retries: z.number().int().nonnegative().optional(),
   startPeriodMs: z.number().int().nonnegative().optional(),
+  /** Interval between checks during the start period (compose `start_interval`). */
+  startIntervalMs: z.number().int().nonnegative().optional(),
 });
 export type Healthcheck = z.infer<typeof Healthcheck>;
 
@@ -56,7 +58,10 @@ export const PortPublish = z.object({
   target: z.number().int(),
   published: z.number().int().optional(),
   protocol: z.enum(["tcp", "udp"]),
+  /** Host address to bind (compose `host_ip`); absent = all addresses. */
+  hostIp: z.string().optional(),
 });
+export type PortPublish = z.infer<typeof PortPublish>;
 
 export const ServicePlan = z.object({
   name: z.string(),
@@ -79,6 +84,8 @@ export const ServicePlan = z.object({
   init: z.boolean().optional(),
   stopGracePeriodMs: z.number().int().nonnegative().optional(),
   restart: z.enum(["no", "always", "on-failure", "unless-stopped"]).optional(),
+  /** Maximum restarts for `on-failure:N`. */
+  restartMaxRetries: z.number().int().nonnegative().optional(),
   capDrop: z.array(z.string()),
   /** `none` isolates the service from every network. */
   networkMode: z.literal("none").optional(),
@@ -90,6 +97,8 @@ export const ServicePlan = z.object({
   /** Resolver options, e.g. ["timeout:1", "attempts:1"]. */
   dnsOpt: z.array(z.string()),
   hostname: z.string().optional(),
+  /** Image platform, e.g. "linux/amd64" (compose `platform`); absent = the host's platform. */
+  platform: z.string().optional(),
 });
 export type ServicePlan = z.infer<typeof ServicePlan>;
 

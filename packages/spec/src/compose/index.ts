@@ -1,1 +1,3 @@
-export {};
+export type { ComposeContext } from "./compose-context.js";
+export { parseEnvFile } from "./env-file.js";
+export { type ValidateResult, validateCompose } from "./validate-compose.js";

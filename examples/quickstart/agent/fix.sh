@@ -1,0 +1,12 @@
+#!/bin/bash
+# The scripted agent of the quickstart: runs INSIDE the app container as the agent user
+# (uid 1000), e.g.  denv exec quickstart/alpha -- bash -s < agent/fix.sh
+# The bug: orders.py adds each order's unit price instead of qty x unit price.
+set -euo pipefail
+f=/workspace/app/orders.py
+sed -i 's/total_cents += int(order\["price_cents"\])/total_cents += int(order["qty"]) * int(order["price_cents"])/' "$f"
+grep -q 'int(order\["qty"\]) \* int(order\["price_cents"\])' "$f" || { echo "fix.sh: patch did not apply" >&2; exit 1; }
+python3 -c 'import ast, sys; ast.parse(open(sys.argv[1]).read())' "$f"
+# The server re-imports orders.py per request: the fix is live now.
+python3 -c 'import json, urllib.request as u; print(json.loads(u.urlopen("http://127.0.0.1:8080/total?user=alice", timeout=5).read()))'
+echo "fix.sh: patched $f as $(id -un) (uid $(id -u))"

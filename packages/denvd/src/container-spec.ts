@@ -1,0 +1,111 @@
+import { type Plan, type ServicePlan, toArgv } from "@denv/spec";
+import type Docker from "dockerode";
+
+/**
+ * The Docker create options of one service: where the compose plan and the protections meet.
+ */
+
+/** Capabilities the agent service keeps in its bounding set. They are never effective for the
+ * non-root agent user (no-new-privileges), but let the service's own root processes and denvd's
+ * setup (owning the workdir) work. */
+export const AGENT_CAPS = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", "KILL"];
+
+/** Dropped from every other service of an rl-environment, on top of the file's cap_drop. */
+export const SERVICE_CAP_DROP = ["NET_RAW", "MKNOD", "AUDIT_WRITE", "SYS_CHROOT", "SETFCAP", "SETPCAP"];
+
+const NS_PER_MS = 1_000_000;
+
+export interface SpecInput {
+  plan: Plan;
+  service: ServicePlan;
+  image: string;
+  containerName: string;
+  networkName: string;
+  volumeNames: Record<string, string>;
+  labels: Record<string, string>;
+}
+
+export function isProtected(plan: Plan): boolean {
+  return plan.kind === "rl-environment";
+}
+
+export function containerSpec(input: SpecInput): Docker.ContainerCreateOptions {
+  const { plan, service: svc } = input;
+  const isAgent = svc.name === plan.agent.service;
+  const rl = isProtected(plan);
+  const tmpfs: Record<string, string> = {};
+  for (const t of svc.tmpfs) {
+    const [path = "", opts = ""] = t.split(/:(.*)/s);
+    tmpfs[path] = opts;
+  }
+  const exposed: Record<string, object> = {};
+  const bindings: Record<string, Array<{ HostIp: string; HostPort: string }>> = {};
+  for (const p of svc.expose) exposed[`${p}/tcp`] = {};
+  for (const p of svc.ports) {
+    const key = `${p.target}/${p.protocol}`;
+    exposed[key] = {};
+    bindings[key] = [{ HostIp: p.hostIp ?? "127.0.0.1", HostPort: p.published ? String(p.published) : "" }];
+  }
+  const hc = svc.healthcheck;
+  const cmd = toArgv(svc.command);
+  const entrypoint = toArgv(svc.entrypoint);
+  const networked = svc.networkMode !== "none";
+  return {
+    name: input.containerName,
+    Image: input.image,
+    ...(cmd ? { Cmd: cmd } : {}),
+    ...(entrypoint ? { Entrypoint: entrypoint } : {}),
+    Env: Object.entries(svc.environment).map(([k, v]) => `${k}=${v}`),
+    ...(svc.workingDir ? { WorkingDir: svc.workingDir } : {}),
+    ...(svc.user ? { User: svc.user } : {}),
+    Hostname: svc.hostname ?? svc.name,
+    Labels: { ...svc.labels, ...input.labels },
+    ExposedPorts: exposed,
+    // An empty test keeps the image's own healthcheck.
+    ...(hc && hc.test.length > 0
+      ? {
+          Healthcheck: {
+            Test: hc.test,
+            ...(hc.intervalMs !== undefined ? { Interval: hc.intervalMs * NS_PER_MS } : {}),
+            ...(hc.timeoutMs !== undefined ? { Timeout: hc.timeoutMs * NS_PER_MS } : {}),
+            ...(hc.retries !== undefined ? { Retries: hc.retries } : {}),
+            ...(hc.startPeriodMs !== undefined ? { StartPeriod: hc.startPeriodMs * NS_PER_MS } : {}),
+            // Engines before API 1.44 ignore it; the interval then applies from the start.
+            ...(hc.startIntervalMs !== undefined ? { StartInterval: hc.startIntervalMs * NS_PER_MS } : {}),
+          },
+        }
+      : {}),
+    ...(svc.stopGracePeriodMs !== undefined ? { StopTimeout: Math.ceil(svc.stopGracePeriodMs / 1000) } : {}),
+    HostConfig: {
+      NetworkMode: networked ? input.networkName : "none",
+      Mounts: svc.volumes.map((v) => ({
+        Type: "volume" as const,
+        Source: input.volumeNames[v.source] ?? v.source,
+        Target: v.target,
+        ReadOnly: v.readOnly,
+      })),
+      Tmpfs: tmpfs,
+      Memory: svc.resources.memoryBytes,
+      MemorySwap: svc.resources.memoryBytes,
+      NanoCpus: Math.round(svc.resources.cpus * 1e9),
+      PidsLimit: svc.resources.pids,
+      CapDrop: rl ? (isAgent ? ["ALL"] : [...new Set([...SERVICE_CAP_DROP, ...svc.capDrop])]) : svc.capDrop,
+      CapAdd: rl && isAgent ? AGENT_CAPS : [],
+      SecurityOpt: ["no-new-privileges:true"],
+      RestartPolicy: {
+        Name: svc.restart && svc.restart !== "no" ? svc.restart : "",
+        ...(svc.restartMaxRetries !== undefined ? { MaximumRetryCount: svc.restartMaxRetries } : {}),
+      },
+      ...(svc.init !== undefined ? { Init: svc.init } : {}),
+      DnsOptions: svc.dnsOpt,
+      PortBindings: bindings,
+    },
+    ...(networked
+      ? {
+          NetworkingConfig: {
+            EndpointsConfig: { [input.networkName]: { Aliases: [svc.name, ...svc.aliases] } },
+          },
+        }
+      : {}),
+  };
+}

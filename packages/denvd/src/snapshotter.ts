@@ -1,0 +1,132 @@
+import { randomBytes } from "node:crypto";
+import { DenvError, Labels } from "@denv/spec";
+import type { ImageRecord, VersionRecord } from "./records.js";
+import type { Runtime, VersionInfo } from "./runtime.js";
+import { versionInfo } from "./runtime.js";
+
+/**
+ * A consistent snapshot of a whole environment: flush, freeze every service at one point,
+ * commit each writable layer, snapshot each volume, thaw. Process memory is not captured
+ * (CRIU does not work on these kernels): forks start their services fresh from this disk state.
+ */
+export async function snapshotEnvironment(
+  rt: Runtime,
+  envId: string,
+  opts: { command?: string } = {},
+): Promise<VersionInfo> {
+  return rt.withLock(envId, async () => {
+    const env = await rt.requireEnvironment(envId);
+    const command = opts.command ?? `snapshot-${randomBytes(4).toString("hex")}`;
+    const versions = (await rt.records.versions()).filter((v) => v.project === env.project);
+    const number = versions.reduce((n, v) => Math.max(n, v.number), 0) + 1;
+    const id = `${env.project}@v${number}`;
+    const t0 = Date.now();
+
+    const snapVolumes = env.plan.snapshotVolumes.filter((v) => env.volumes[v]);
+    // Flush first so that the frozen window does not pay for writing dirty pages.
+    await Promise.all(snapVolumes.map((v) => rt.store.flush((env.volumes[v] as { store: string }).store)));
+    const tFlushed = Date.now();
+
+    const states = await Promise.all(
+      Object.entries(env.containers).map(async ([svc, cid]) => ({
+        svc,
+        cid,
+        state: await rt.docker.inspect(cid),
+      })),
+    );
+    const running = states.filter((s) => s.state?.running && !s.state.paused);
+    const images: Record<string, ImageRecord> = {};
+    const volumes: VersionRecord["volumes"] = {};
+    const snapIds: Record<string, string> = {};
+    let tFrozen = 0;
+    let tCommitted = 0;
+    let tThawed = 0;
+    await Promise.all(running.map((s) => rt.docker.pause(s.cid)));
+    tFrozen = Date.now();
+    try {
+      const repoOf = (svc: string) => `denv-version/${rt.options.hostId}-${env.project}-${svc}`;
+      await Promise.all(
+        states.map(async ({ svc, cid }) => {
+          const imageId = await rt.docker.commit(cid, {
+            repo: repoOf(svc),
+            tag: `v${number}`,
+            labels: {
+              [Labels.managed]: "true",
+              [Labels.host]: rt.options.hostId,
+              [Labels.project]: env.project,
+              [Labels.version]: id,
+              [Labels.role]: "version",
+              [Labels.service]: svc,
+              [Labels.command]: command,
+            },
+          });
+          images[svc] = { image: `${repoOf(svc)}:v${number}`, imageId, repoDigests: [], layers: 0 };
+        }),
+      );
+      tCommitted = Date.now();
+      await Promise.all(
+        snapVolumes.map(async (v) => {
+          const snapId = `${env.project}-v${number}-${v}-${randomBytes(3).toString("hex")}`;
+          await rt.store.snapshot((env.volumes[v] as { store: string }).store, snapId);
+          snapIds[v] = snapId;
+        }),
+      );
+    } catch (err) {
+      for (const img of Object.values(images)) await rt.docker.removeImage(img.image);
+      for (const snap of Object.values(snapIds)) await rt.store.removeSnapshot(snap);
+      throw err;
+    } finally {
+      await Promise.all(running.map((s) => rt.docker.unpause(s.cid).catch(() => undefined)));
+      tThawed = Date.now();
+    }
+
+    // Squash outside the frozen window: long fork-of-fork chains would hit overlay2's layer limit.
+    let layerBytes = 0;
+    for (const [svc, img] of Object.entries(images)) {
+      const info = await rt.docker.imageInfo(img.imageId);
+      if (!info) throw new DenvError("docker", `committed image of ${svc} is missing`);
+      img.layers = info.layers;
+      const baseSize = (await rt.docker.imageInfo(env.images[svc]?.imageId ?? ""))?.size ?? 0;
+      layerBytes += Math.max(0, info.size - baseSize);
+      if (info.layers > rt.options.squashThreshold) {
+        const [repo = "", tag = ""] = img.image.split(/:(?=[^:]*$)/);
+        img.imageId = await rt.docker.squash(img.imageId, { repo, tag }, info);
+        img.layers = 1;
+        img.squashed = true;
+      }
+    }
+    const tSquashed = Date.now();
+    let volumeBytes = 0;
+    for (const [v, snapId] of Object.entries(snapIds)) {
+      const bytes = await rt.store.size(rt.store.snapPath(snapId));
+      volumes[v] = { snapshot: snapId, bytes };
+      volumeBytes += bytes;
+    }
+    const rec: VersionRecord = {
+      id,
+      project: env.project,
+      number,
+      sourceEnvironment: env.id,
+      ...(env.parentVersion ? { parentVersion: env.parentVersion } : {}),
+      plan: env.plan,
+      images,
+      ...(env.verifierImage ? { verifierImage: env.verifierImage } : {}),
+      ...(env.testsTar ? { testsTar: env.testsTar } : {}),
+      volumes,
+      method: rt.store.method,
+      timings: {
+        flushMs: tFlushed - t0,
+        frozenMs: tThawed - tFrozen,
+        commitMs: tCommitted - tFrozen,
+        volumesMs: tThawed - tCommitted,
+        squashMs: tSquashed - tThawed,
+        totalMs: Date.now() - t0,
+      },
+      sizes: { layerBytes, volumeBytes },
+      createdAt: new Date().toISOString(),
+    };
+    await rt.records.putVersion(rec);
+    rt.log(`${id}: snapshot of ${env.id} (${rec.method}, frozen ${rec.timings.frozenMs} ms)`);
+    return versionInfo(rec);
+  });
+}

@@ -1,0 +1,51 @@
+import { randomBytes } from "node:crypto";
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { run } from "../host/run.js";
+import { Runtime, type RuntimeOptions } from "../runtime.js";
+
+/**
+ * A runtime of its own for one test file: a fresh host id (so gc touches nothing else), its own
+ * state dir and volume store; disposal destroys what it holds and unmounts the store.
+ */
+export async function openTestRuntime(
+  opts: Partial<RuntimeOptions> = {},
+): Promise<Runtime & AsyncDisposable> {
+  const hostId = `t${randomBytes(3).toString("hex")}`;
+  const stateDir = join("/var/lib/denvd-test", hostId);
+  const rt = await Runtime.open({ hostId, stateDir, ...opts });
+  const close = rt.close.bind(rt);
+  rt.close = async () => {
+    for (const e of await rt.records.environments()) await rt.destroy(e.id).catch(() => undefined);
+    for (const v of (await rt.records.versions()).sort((a, b) => b.number - a.number)) {
+      await rt.deleteVersion(v.id).catch(() => undefined);
+    }
+    await rt.gc();
+    await close();
+    await run("umount", [join(stateDir, "store", "btrfs")]);
+    await rm(stateDir, { recursive: true, force: true });
+  };
+  return rt as Runtime & AsyncDisposable;
+}
+
+/** Writes a project directory from a map of relative paths to contents. */
+export async function writeProject(files: Record<string, string>): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), "denv-project-"));
+  for (const [rel, content] of Object.entries(files)) {
+    await mkdir(dirname(join(dir, rel)), { recursive: true });
+    await writeFile(join(dir, rel), content);
+  }
+  return dir;
+}
+
+export const BASE_IMAGE = "debian:bookworm-slim";
+
+/** Counts Docker objects labelled with a host id (what a test must leave at zero). */
+export async function leftovers(rt: Runtime): Promise<number> {
+  const own = { "ai.denv.host": rt.options.hostId };
+  const c = await rt.docker.listContainers(own);
+  const n = await rt.docker.listNetworks(own);
+  const v = await rt.docker.listVolumes(own);
+  return c.length + n.length + v.length;
+}

@@ -1,0 +1,358 @@
+import { ComposeMessages, ComposeNotes, ComposeReasons, DefaultCaps } from "../messages.js";
+import type { AgentPlan, ProjectKind, Resources, ServicePlan, VerifierPlan } from "../plan.js";
+import { parseBuild } from "./build.js";
+import type { ComposeContext } from "./compose-context.js";
+import { parseEnvironment } from "./environment.js";
+import type { Findings, Refuse } from "./findings.js";
+import type { ImageTags } from "./image-tags.js";
+import { projectPath } from "./project-path.js";
+import { parseResourceBlock, withDefaults } from "./resources.js";
+import { parseDuration } from "./units.js";
+import {
+  describe,
+  isExtensionKey,
+  isMapping,
+  numberValue,
+  put,
+  scalarString,
+  stringList,
+  stringOrList,
+} from "./values.js";
+
+/** The x-denv block, read before the services (kind and caps apply to them). */
+export interface XDenv {
+  kind: ProjectKind;
+  egress: "deny" | "allow";
+  /** Caps of services and of the verifier where they give none. */
+  defaults: Resources;
+  agent: { service?: string; user?: string; workdir?: string };
+  /** Parsed by parseVerifier once the agent is known. */
+  verifier?: unknown;
+  /** Undefined: every named volume. */
+  snapshotVolumes?: string[];
+  placement: Record<string, string>;
+}
+
+export const X_DENV_KEYS = [
+  "kind",
+  "agent",
+  "verifier",
+  "egress",
+  "resources",
+  "snapshot",
+  "placement",
+] as const;
+
+const AGENT_DEFAULT_USER = "1000";
+const AGENT_DEFAULT_WORKDIR = "/workspace";
+const VERIFIER_DEFAULT_USER = "1001";
+const VERIFIER_DEFAULT_TIMEOUT_SEC = 600;
+
+/** Whether a compose `user` (name or uid, optionally :group) is root. */
+export function isRootUser(user: string): boolean {
+  const uid = user.split(":")[0] ?? "";
+  return uid === "root" || /^0+$/.test(uid);
+}
+
+export function parseXDenv(raw: unknown, findings: Findings, volumes: ReadonlySet<string>): XDenv {
+  const x: XDenv = {
+    kind: "rl-environment",
+    egress: "deny",
+    defaults: { ...DefaultCaps },
+    agent: {},
+    placement: {},
+  };
+  if (raw === undefined || raw === null) return x;
+  const refuse: Refuse = (key, reason) => findings.top(`x-denv${key === "" ? "" : `.${key}`}`, reason);
+  if (!isMapping(raw)) {
+    refuse("", ComposeReasons.expected("a mapping", describe(raw)));
+    return x;
+  }
+  // Kind first: the other keys are judged by it.
+  const kind = raw.kind;
+  if (kind !== undefined && kind !== null) {
+    if (kind === "rl-environment" || kind === "service") x.kind = kind;
+    else refuse("kind", ComposeReasons.kind(scalarString(kind) ?? describe(kind)));
+  }
+  for (const [key, value] of Object.entries(raw)) {
+    if (isExtensionKey(key) || key === "kind" || value === null) continue;
+    switch (key) {
+      case "egress":
+        if (value === "deny") x.egress = "deny";
+        else if (value !== "allow")
+          refuse(key, ComposeReasons.egress(scalarString(value) ?? describe(value)));
+        else if (x.kind === "rl-environment") refuse(key, ComposeReasons.egressAllowOnRlEnvironment);
+        else x.egress = "allow";
+        break;
+      case "resources":
+        x.defaults = withDefaults(parseResourceBlock(value, "resources", refuse), DefaultCaps);
+        break;
+      case "agent":
+        x.agent = parseAgent(value, refuse, x.kind);
+        break;
+      case "verifier":
+        x.verifier = value;
+        break;
+      case "snapshot":
+        parseSnapshot(value, refuse, volumes, x);
+        break;
+      case "placement":
+        if (!isMapping(value)) {
+          refuse(key, ComposeReasons.expected("a mapping of labels", describe(value)));
+          break;
+        }
+        for (const [label, v] of Object.entries(value)) {
+          const text = typeof v === "boolean" ? String(v) : scalarString(v);
+          if (text === undefined)
+            refuse(`placement.${label}`, ComposeReasons.expected("a label value", describe(v)));
+          else put(x.placement, label, text);
+        }
+        break;
+      default:
+        refuse(key, ComposeReasons.unknownKey);
+    }
+  }
+  return x;
+}
+
+function parseAgent(value: unknown, refuse: Refuse, kind: ProjectKind): XDenv["agent"] {
+  if (typeof value === "string") return { service: value };
+  if (!isMapping(value)) {
+    refuse(
+      "agent",
+      ComposeReasons.expected("a service name or a mapping with service, user and workdir", describe(value)),
+    );
+    return {};
+  }
+  const agent: XDenv["agent"] = {};
+  for (const [k, v] of Object.entries(value)) {
+    if (isExtensionKey(k) || v === null) continue;
+    const text = scalarString(v);
+    if (k === "service") {
+      if (text === undefined || text === "")
+        refuse("agent.service", ComposeReasons.expected("a service name", describe(v)));
+      else agent.service = text;
+    } else if (k === "user") {
+      if (text === undefined || text === "" || /\s/.test(text)) {
+        refuse("agent.user", ComposeReasons.expected("a user name or uid[:gid]", describe(v)));
+      } else if (kind === "rl-environment" && isRootUser(text)) {
+        refuse("agent.user", ComposeReasons.agentRoot);
+      } else {
+        agent.user = text;
+      }
+    } else if (k === "workdir") {
+      if (text === undefined || text === "")
+        refuse("agent.workdir", ComposeReasons.expected("an absolute path", describe(v)));
+      else if (!text.startsWith("/")) refuse("agent.workdir", ComposeReasons.notAbsolute(text));
+      else agent.workdir = text;
+    } else {
+      refuse(`agent.${k}`, ComposeReasons.unknownKey);
+    }
+  }
+  return agent;
+}
+
+function parseSnapshot(value: unknown, refuse: Refuse, volumes: ReadonlySet<string>, x: XDenv): void {
+  if (!isMapping(value)) {
+    refuse("snapshot", ComposeReasons.expected("a mapping with volumes", describe(value)));
+    return;
+  }
+  for (const [k, v] of Object.entries(value)) {
+    if (isExtensionKey(k)) continue;
+    if (k !== "volumes") {
+      refuse(`snapshot.${k}`, ComposeReasons.unknownKey);
+      continue;
+    }
+    const names = v === null ? [] : stringList(v);
+    if (names === undefined) {
+      refuse("snapshot.volumes", ComposeReasons.expected("a list of volume names", describe(v)));
+      continue;
+    }
+    x.snapshotVolumes = [];
+    for (const name of names) {
+      if (!volumes.has(name)) refuse("snapshot.volumes", ComposeReasons.undeclaredSnapshotVolume(name));
+      else if (!x.snapshotVolumes.includes(name)) x.snapshotVolumes.push(name);
+    }
+  }
+}
+
+/**
+ * The agent: x-denv.agent, else the only service, else `main`, else `default`. Its user is
+ * x-denv.agent.user, else the service's non-root `user:`, else uid 1000 (the validator cannot
+ * see the image; the runtime may refine). Its workdir is x-denv.agent.workdir, else the
+ * service's working_dir, else /workspace.
+ */
+export function resolveAgent(
+  x: XDenv,
+  services: ReadonlyMap<string, ServicePlan>,
+  findings: Findings,
+): AgentPlan | undefined {
+  const names = [...services.keys()];
+  let name = x.agent.service;
+  if (name === undefined) {
+    name = names.length === 1 ? names[0] : ["main", "default"].find((n) => services.has(n));
+    if (name === undefined) {
+      findings.refuse(ComposeMessages.agentNeeded(names));
+      return undefined;
+    }
+  }
+  const service = services.get(name);
+  if (service === undefined) {
+    findings.top("x-denv.agent", ComposeReasons.undefinedService(name));
+    return undefined;
+  }
+  const serviceUser = service.user !== undefined && !isRootUser(service.user) ? service.user : undefined;
+  return {
+    service: name,
+    user: x.agent.user ?? serviceUser ?? AGENT_DEFAULT_USER,
+    workdir: x.agent.workdir ?? service.workingDir ?? AGENT_DEFAULT_WORKDIR,
+  };
+}
+
+export interface VerifierScope {
+  ctx: ComposeContext;
+  findings: Findings;
+  defaults: Resources;
+  tags: ImageTags;
+  /** The agent's user, which the verifier's must differ from; undefined when unknown. */
+  agentUser: string | undefined;
+}
+
+/** x-denv.verifier: the grader, its own image, uid and caps; see docs/reference/compose.md. */
+export function parseVerifier(value: unknown, scope: VerifierScope): VerifierPlan | undefined {
+  const { findings, ctx } = scope;
+  let ok = true;
+  const refuse: Refuse = (key, reason) => {
+    findings.top(`x-denv.verifier.${key}`, reason);
+    ok = false;
+  };
+  if (!isMapping(value)) {
+    findings.top("x-denv.verifier", ComposeReasons.expected("a mapping", describe(value)));
+    return undefined;
+  }
+  const verifier: VerifierPlan = {
+    image: "",
+    command: [],
+    timeoutSec: VERIFIER_DEFAULT_TIMEOUT_SEC,
+    submission: [],
+    user: VERIFIER_DEFAULT_USER,
+    environment: {},
+    resources: scope.defaults,
+  };
+  for (const [key, v] of Object.entries(value)) {
+    if (isExtensionKey(key) || v === null) continue;
+    switch (key) {
+      case "image": {
+        const image = scalarString(v);
+        if (image === undefined || image === "" || /\s/.test(image)) {
+          refuse(key, ComposeReasons.expected("an image reference", describe(v)));
+        } else {
+          verifier.image = image;
+        }
+        break;
+      }
+      case "build": {
+        const build = parseBuild(v, key, refuse, ctx);
+        if (build !== undefined) verifier.build = build;
+        break;
+      }
+      case "command": {
+        const command = typeof v === "string" ? v : stringList(v);
+        if (command === undefined || command.length === 0) {
+          refuse(key, ComposeReasons.expected("a string or a list of strings", describe(v)));
+        } else {
+          verifier.command = command;
+        }
+        break;
+      }
+      case "timeout": {
+        const seconds = numberValue(v);
+        const ms = seconds === undefined ? parseDuration(v) : seconds * 1000;
+        if (ms === undefined || ms <= 0) {
+          refuse(
+            key,
+            ComposeReasons.expected("a number of seconds or a duration such as '10m'", describe(v)),
+          );
+        } else {
+          verifier.timeoutSec = Math.ceil(ms / 1000);
+        }
+        break;
+      }
+      case "tests": {
+        const raw = scalarString(v);
+        if (raw === undefined || raw === "") {
+          refuse(key, ComposeReasons.expected("a folder in the project", describe(v)));
+          break;
+        }
+        const rel = projectPath(raw);
+        if (!rel.ok) refuse(key, rel.reason);
+        else if (!ctx.exists(rel.path)) refuse(key, ComposeReasons.notFound(raw));
+        else verifier.tests = rel.path;
+        break;
+      }
+      case "submission": {
+        const paths = stringOrList(v);
+        if (paths === undefined) {
+          refuse(key, ComposeReasons.expected("an absolute path or a list of them", describe(v)));
+          break;
+        }
+        for (const path of paths) {
+          const normalized = submissionPath(path);
+          if (normalized === undefined) refuse(key, ComposeReasons.submissionPath(path));
+          else if (!verifier.submission.includes(normalized)) verifier.submission.push(normalized);
+        }
+        break;
+      }
+      case "user": {
+        const user = scalarString(v);
+        if (user === undefined || user === "" || /\s/.test(user)) {
+          refuse(key, ComposeReasons.expected("a user name or uid[:gid]", describe(v)));
+        } else if (isRootUser(user)) {
+          refuse(key, ComposeReasons.verifierRoot);
+        } else {
+          verifier.user = user;
+        }
+        break;
+      }
+      case "environment":
+        verifier.environment =
+          parseEnvironment(v, key, refuse, ctx.env, (name) =>
+            findings.note(ComposeNotes.verifierEnvironmentUnset(name)),
+          ) ?? {};
+        break;
+      case "resources":
+        verifier.resources = withDefaults(parseResourceBlock(v, key, refuse), scope.defaults);
+        break;
+      default:
+        refuse(key, ComposeReasons.unknownKey);
+    }
+  }
+  if ((value.image ?? null) === null && (value.build ?? null) === null) {
+    findings.refuse(ComposeMessages.topMissing("x-denv.verifier.image", "give 'image' or 'build'"));
+    ok = false;
+  }
+  if ((value.command ?? null) === null) {
+    findings.refuse(
+      ComposeMessages.topMissing(
+        "x-denv.verifier.command",
+        "the verifier needs a command, e.g. [sh, /tests/test.sh]",
+      ),
+    );
+    ok = false;
+  }
+  const uid = (user: string) => user.split(":")[0];
+  if (scope.agentUser !== undefined && uid(scope.agentUser) === uid(verifier.user)) {
+    refuse("user", ComposeReasons.verifierSameUser(verifier.user));
+  }
+  if (!ok) return undefined;
+  if (verifier.image === "") verifier.image = scope.tags.derive("verifier");
+  return verifier;
+}
+
+/** An absolute path below / without `..`, normalized; undefined otherwise. */
+function submissionPath(path: string): string | undefined {
+  if (!path.startsWith("/")) return undefined;
+  const parts = path.split("/").filter((p) => p !== "" && p !== ".");
+  if (parts.length === 0 || parts.includes("..")) return undefined;
+  return `/${parts.join("/")}`;
+}
