@@ -418,14 +418,22 @@ export class Runtime {
     const egressDenied = plan.egress === "deny";
 
     const network = await this.netLock.with("subnet", async () => {
-      const { subnet, gateway } = await this.allocateSubnet();
-      return this.docker.createNetwork({
-        name: netName,
-        internal: egressDenied,
-        subnet,
-        gateway,
-        labels: this.labels(envRef, "service", command),
-      });
+      // Another runtime on the same engine may take the same /24 between our look and our
+      // create: the engine refuses the overlap, and we look again.
+      for (let attempt = 0; ; attempt++) {
+        const { subnet, gateway } = await this.allocateSubnet();
+        try {
+          return await this.docker.createNetwork({
+            name: netName,
+            internal: egressDenied,
+            subnet,
+            gateway,
+            labels: this.labels(envRef, "service", command),
+          });
+        } catch (err) {
+          if (attempt >= 5 || !/overlap/i.test((err as Error).message)) throw err;
+        }
+      }
     });
     undo.push(() => this.docker.removeNetwork(network.id));
     if (egressDenied) {
