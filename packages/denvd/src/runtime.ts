@@ -28,6 +28,7 @@ import { Canary } from "./host/canary.js";
 import { rejectToHost, removeRejectRule, ruleNetworkIds } from "./host/firewall.js";
 import { removeDefaultRoute } from "./host/netns.js";
 import { killAll } from "./host/proc-tree.js";
+import { run } from "./host/run.js";
 import { type ProbeResult, probeEgress } from "./probe.js";
 import { loadPlan } from "./project-loader.js";
 import { type EnvironmentRecord, type ImageRecord, RecordStore, type VersionRecord } from "./records.js";
@@ -601,19 +602,34 @@ export class Runtime {
     }
   }
 
-  /** Protection 1: the agent user owns its workdir (set once at deploy; forks inherit it). */
+  /**
+   * Protection 1: the agent user owns its workdir (set once at deploy; forks inherit it).
+   * Done from the host inside the container's mount namespace and root: a root exec would have
+   * no capabilities when the service runs as a non-root user, and paths (symlinks included)
+   * must resolve inside the container, never on the host.
+   */
   private async ownWorkdir(rec: EnvironmentRecord): Promise<void> {
     const { service, user, workdir } = rec.plan.agent;
-    const res = await runExec(this.docker, {
-      containerId: rec.containers[service] as string,
-      argv: ["sh", "-c", 'mkdir -p -- "$1" && chown -R -- "$2" "$1"', "sh", workdir, chownSpec(user)],
-      user: "0",
-      timeoutMs: 60_000,
-    });
-    if (res.exitCode !== 0) {
+    const state = await this.docker.inspect(rec.containers[service] as string);
+    if (!state?.running) throw new DenvError("docker", `agent service '${service}' is not running`);
+    const res = await run("nsenter", [
+      "-t",
+      String(state.pid),
+      "-m",
+      "-r",
+      "-w/",
+      "--",
+      "sh",
+      "-c",
+      'mkdir -p -- "$1" && chown -R -h -- "$2" "$1"',
+      "sh",
+      workdir,
+      chownSpec(user),
+    ]);
+    if (res.code !== 0) {
       throw new DenvError(
         "docker",
-        `cannot give ${workdir} to the agent user ${user} in service '${service}': ${res.stderr.toString().trim()}`,
+        `cannot give ${workdir} to the agent user ${user} in service '${service}': ${res.stderr.trim()}`,
       );
     }
   }

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { leftovers, openTestRuntime, writeProject } from "./testing/harness.js";
 import type { Runtime } from "./runtime.js";
+import { leftovers, openTestRuntime, writeProject } from "./testing/harness.js";
 
 const COMPOSE = `
 services:
@@ -58,7 +58,9 @@ describe("snapshot and fork", () => {
     // The fork's services started fresh: the main process is a new one.
     await rt.exec(fork.id, { shell: "echo fork-write > /workspace/layer.txt" });
     await rt.exec(fork.id, { service: "side", user: "0", shell: "echo fork-vol > /sidedata/v.txt" });
-    expect((await rt.exec(env, { cmd: ["cat", "/workspace/layer.txt"] })).stdout.toString()).toBe("layer-v2\n");
+    expect((await rt.exec(env, { cmd: ["cat", "/workspace/layer.txt"] })).stdout.toString()).toBe(
+      "layer-v2\n",
+    );
     expect((await rt.exec(env, { service: "side", cmd: ["cat", "/sidedata/v.txt"] })).stdout.toString()).toBe(
       "vol-v2\n",
     );
@@ -72,10 +74,12 @@ describe("snapshot and fork", () => {
     const v2 = await rt.snapshot("snap/f1");
     expect(v2.parentVersion).toBe("snap@v1");
     const f2 = await rt.fork(v2.id, { name: "f2" });
-    expect((await rt.exec(f2.id, { cmd: ["cat", "/workspace/layer.txt"] })).stdout.toString()).toBe("fork-write\n");
-    expect((await rt.exec(f2.id, { service: "side", cmd: ["cat", "/sidedata/v.txt"] })).stdout.toString()).toBe(
-      "fork-vol\n",
+    expect((await rt.exec(f2.id, { cmd: ["cat", "/workspace/layer.txt"] })).stdout.toString()).toBe(
+      "fork-write\n",
     );
+    expect(
+      (await rt.exec(f2.id, { service: "side", cmd: ["cat", "/sidedata/v.txt"] })).stdout.toString(),
+    ).toBe("fork-vol\n");
     await rt.destroy(f2.id);
   });
 
@@ -94,8 +98,12 @@ describe("snapshot and fork", () => {
       current = next.id;
     }
     expect(squashed).toBe(true);
-    expect((await rt.exec(current, { cmd: ["cat", "/workspace/gen.txt"] })).stdout.toString()).toBe("gen-4\n");
-    expect((await rt.exec(current, { cmd: ["cat", "/workspace/layer.txt"] })).stdout.toString()).toBe("fork-write\n");
+    expect((await rt.exec(current, { cmd: ["cat", "/workspace/gen.txt"] })).stdout.toString()).toBe(
+      "gen-4\n",
+    );
+    expect((await rt.exec(current, { cmd: ["cat", "/workspace/layer.txt"] })).stdout.toString()).toBe(
+      "fork-write\n",
+    );
     // The squashed image keeps the service's config: it runs as before.
     expect((await rt.exec(current, { cmd: ["id", "-u"] })).stdout.toString()).toBe("1000\n");
     expect(last).toMatch(/^snap@v\d+$/);

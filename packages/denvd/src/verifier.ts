@@ -92,7 +92,7 @@ export async function verifyEnvironment(
           throw err;
         }
         try {
-          const guarded = await guardTar(raw as NodeJS.ReadableStream);
+          const guarded = await guardTar(raw as NodeJS.ReadableStream, { displayRoot: posix.dirname(path) });
           archives.push({
             dir: posix.join(SUBMISSION_DIR, posix.dirname(path)),
             path: guarded.path,

@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { createWriteStream } from "node:fs";
 import { rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, posix } from "node:path";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { setImmediate as yieldToLoop } from "node:timers/promises";
@@ -50,6 +50,12 @@ export interface GuardOptions {
   strip?: number;
   /** Where the clean archive is written; the system temp directory by default. */
   tmpDir?: string;
+  /**
+   * Named before an entry's path in a refusal, so that the message names the path where the
+   * user knows it (a submission fetched from /workspace names 'app/x' in the archive and
+   * '/workspace/app/x' in the refusal).
+   */
+  displayRoot?: string;
 }
 
 export interface GuardedArchive extends AsyncDisposable {
@@ -145,6 +151,14 @@ export async function guardTar(
     // A write stream destroyed while still opening creates the file afterwards: wait it out.
     if (!file.closed) await new Promise<void>((resolve) => file.once("close", () => resolve()));
     await rm(path, { force: true });
+    if (err instanceof DenvError && err.code === "special_file" && options.displayRoot !== undefined) {
+      const [name = "", reason] = err.details;
+      throw new DenvError(
+        "special_file",
+        Protection.specialFile(posix.join(options.displayRoot, name), reason as SpecialFileReason),
+        err.details,
+      );
+    }
     if (err instanceof DenvError) throw err;
     if (failed.parser !== undefined) throw notATar(failed.parser);
     throw failed.source ?? failed.file ?? err;
@@ -239,7 +253,7 @@ class EntryCheck {
 }
 
 function refuse(name: string, reason: SpecialFileReason): never {
-  throw new DenvError("special_file", Protection.specialFile(name, reason));
+  throw new DenvError("special_file", Protection.specialFile(name, reason), [name, reason]);
 }
 
 /** The components of an entry's path, or why the path is refused. */
