@@ -206,11 +206,49 @@ export class Runtime {
     });
     await rt.canary.listen(options.canaryPort ?? 0);
     await rt.gc();
+    await rt.watchRestarts();
     return rt;
   }
 
   async close(): Promise<void> {
+    this.events?.destroy();
     await this.canary.close();
+  }
+
+  private events: (NodeJS.ReadableStream & { destroy(): void }) | undefined;
+
+  /**
+   * A service that Docker restarts (restart policy) gets a new network namespace, with a
+   * default route again: take it away as soon as the engine reports the start.
+   */
+  private async watchRestarts(): Promise<void> {
+    const stream = (await this.docker.api.getEvents({
+      filters: { type: ["container"], event: ["start"], label: [`${Labels.host}=${this.options.hostId}`] },
+    })) as NodeJS.ReadableStream & { destroy(): void };
+    this.events = stream;
+    let buf = "";
+    stream.on("data", (chunk: Buffer) => {
+      buf += chunk.toString("utf8");
+      let nl = buf.indexOf("\n");
+      while (nl >= 0) {
+        const line = buf.slice(0, nl);
+        buf = buf.slice(nl + 1);
+        nl = buf.indexOf("\n");
+        void this.onContainerStart(line).catch((err: Error) => this.log(`restart watch: ${err.message}`));
+      }
+    });
+    stream.on("error", () => undefined);
+  }
+
+  private async onContainerStart(line: string): Promise<void> {
+    const ev = JSON.parse(line) as { id?: string; Actor?: { Attributes?: Record<string, string> } };
+    const envId = ev.Actor?.Attributes?.[Labels.environment];
+    if (!ev.id || !envId) return;
+    const rec = await this.records.getEnvironment(envId);
+    if (!rec || rec.plan.egress !== "deny") return;
+    const state = await this.docker.inspect(ev.id);
+    if (state?.running && state.pid > 0 && state.hostConfig.networkMode !== "none")
+      await removeDefaultRoute(state.pid);
   }
 
   async [Symbol.asyncDispose](): Promise<void> {
