@@ -21,7 +21,6 @@ export const Protection = {
 export const SpecialFileReasons = {
   device: "a device node",
   fifo: "a FIFO",
-  socket: "a socket",
   symlinkEscapes: "a symlink that escapes the destination",
   hardlinkEscapes: "a hard link that escapes the archive",
   setid: "a file with the setuid or setgid bit",

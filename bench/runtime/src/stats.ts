@@ -1,0 +1,69 @@
+/** Medians, ratios and the summary table. Targets are printed next to the numbers, never asserted. */
+
+export function median(values: number[]): number {
+  if (values.length === 0) return Number.NaN;
+  const s = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(s.length / 2);
+  return s.length % 2 === 1 ? (s[mid] as number) : ((s[mid - 1] as number) + (s[mid] as number)) / 2;
+}
+
+export function round(n: number, digits = 1): number {
+  const f = 10 ** digits;
+  return Math.round(n * f) / f;
+}
+
+export type Verdict = "PASS" | "MISS" | "info";
+
+export interface Row {
+  /** What was measured. */
+  name: string;
+  /** denv's median, in `unit`. */
+  denv: number;
+  /** The baseline's median, in `unit`, measured in the same run (absent for context rows). */
+  baseline?: number;
+  baselineName?: string;
+  unit: "ms" | "MB";
+  /** How the ratio reads: "denv/baseline" (lower is better) or "baseline/denv" (a speedup). */
+  ratioKind?: "denv/baseline" | "baseline/denv";
+  ratio?: number;
+  target?: string;
+  verdict: Verdict;
+  note?: string;
+}
+
+export function ratioOf(row: Pick<Row, "denv" | "baseline" | "ratioKind">): number | undefined {
+  if (row.baseline === undefined || row.ratioKind === undefined) return undefined;
+  return row.ratioKind === "denv/baseline" ? row.denv / row.baseline : row.baseline / row.denv;
+}
+
+export function verdict(ok: boolean): Verdict {
+  return ok ? "PASS" : "MISS";
+}
+
+function fmt(n: number | undefined, unit = ""): string {
+  if (n === undefined || Number.isNaN(n)) return "-";
+  const digits = Math.abs(n) >= 100 ? 0 : 1;
+  return `${n.toFixed(digits)}${unit ? ` ${unit}` : ""}`;
+}
+
+function fmtRatio(r: number | undefined): string {
+  return r === undefined ? "-" : `${r.toFixed(2)}x`;
+}
+
+/** A plain-text table; every column padded to its widest cell. */
+export function table(rows: Row[]): string {
+  const head = ["benchmark", "denv", "baseline (same run)", "ratio", "target", "result"];
+  const cells = rows.map((r) => [
+    r.name,
+    fmt(r.denv, r.unit),
+    r.baseline === undefined ? "-" : `${fmt(r.baseline, r.unit)}${r.baselineName ? ` (${r.baselineName})` : ""}`,
+    r.ratio === undefined ? "-" : `${fmtRatio(r.ratio)} ${r.ratioKind === "baseline/denv" ? "faster" : ""}`.trim(),
+    r.target ?? "-",
+    r.verdict,
+  ]);
+  const widths = head.map((h, i) => Math.max(h.length, ...cells.map((c) => (c[i] ?? "").length)));
+  const line = (c: string[]) => c.map((x, i) => x.padEnd(widths[i] ?? 0)).join("  ");
+  const sep = widths.map((w) => "-".repeat(w)).join("  ");
+  const notes = rows.filter((r) => r.note).map((r) => `  * ${r.name}: ${r.note}`);
+  return [line(head), sep, ...cells.map(line), ...(notes.length ? ["", "notes:", ...notes] : [])].join("\n");
+}

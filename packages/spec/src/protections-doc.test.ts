@@ -1,0 +1,27 @@
+import { readFileSync } from "node:fs";
+import { describe, expect, it } from "vitest";
+import { EgressFindings, Protection, SpecialFileReasons } from "./messages.js";
+
+const doc = readFileSync(new URL("../../../docs/reference/protections.md", import.meta.url), "utf8");
+
+describe("docs/reference/protections.md lists every exact string", () => {
+  it("has each protection's message, with placeholders for the variable parts", () => {
+    expect(doc).toContain(Protection.agentRoot("<service>"));
+    expect(doc).toContain(Protection.agentSurvived("<count>" as unknown as number));
+    expect(doc).toContain(Protection.specialFile("<path>", "<reason>" as never));
+    expect(doc).toContain(Protection.egressLeak("<environment>", "<findings>"));
+  });
+
+  it("has every special-file reason and a worked example", () => {
+    for (const reason of Object.values(SpecialFileReasons)) expect(doc).toContain(`\`${reason}\``);
+    expect(doc).toContain(Protection.specialFile("/workspace/app/pipe", SpecialFileReasons.fifo));
+  });
+
+  it("has every egress finding", () => {
+    expect(doc).toContain(EgressFindings.defaultRoute("<service>"));
+    expect(doc).toContain(EgressFindings.routeOut("<service>"));
+    expect(doc).toContain(EgressFindings.hostReachable("<service>"));
+    expect(doc).toContain(EgressFindings.notInternal("<network>"));
+    expect(doc).toContain(EgressFindings.extraNetwork("<service>", "<network>"));
+  });
+});
