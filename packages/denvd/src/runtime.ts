@@ -245,7 +245,7 @@ export class Runtime {
     const envId = ev.Actor?.Attributes?.[Labels.environment];
     if (!ev.id || !envId) return;
     const rec = await this.records.getEnvironment(envId);
-    if (!rec || rec.plan.egress !== "deny") return;
+    if (rec?.plan.egress !== "deny") return;
     const state = await this.docker.inspect(ev.id);
     if (state?.running && state.pid > 0 && state.hostConfig.networkMode !== "none")
       await removeDefaultRoute(state.pid);
