@@ -66,10 +66,9 @@ export async function teardownHost(hostId: string, stateDir: string): Promise<st
  */
 export async function sweep(docker: Docker, hostIds: string[], runId: string): Promise<string[]> {
   const removed: string[] = [];
-  const filters = [
-    ...hostIds.map((h) => `ai.denv.host=${h}`),
-    `ai.denv.bench.run=${runId}`,
-  ].map((f) => JSON.stringify({ label: [f] }));
+  const filters = [...hostIds.map((h) => `ai.denv.host=${h}`), `ai.denv.bench.run=${runId}`].map((f) =>
+    JSON.stringify({ label: [f] }),
+  );
   for (const filter of filters) {
     for (const c of await docker.listContainers({ all: true, filters: filter })) {
       await docker

@@ -135,7 +135,13 @@ export async function forkBench(
         evidence = (env.evidence.timings ?? {}) as ForkRun["evidence"];
         await rt.destroy(env.id);
       } else {
-        const f = await floorStart(rt, docker, opts.versionId, `denv-bench-${opts.runId}-floor-${i}`, opts.labels);
+        const f = await floorStart(
+          rt,
+          docker,
+          opts.versionId,
+          `denv-bench-${opts.runId}-floor-${i}`,
+          opts.labels,
+        );
         floorMs = f.ms;
         floor = f.parts;
         await f.remove();

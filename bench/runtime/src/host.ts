@@ -35,7 +35,11 @@ export function run(file: string, args: string[], opts: { timeoutMs?: number } =
 }
 
 /** As `run`; a non-zero exit is an error naming the command. */
-export async function runOk(file: string, args: string[], opts: { timeoutMs?: number } = {}): Promise<string> {
+export async function runOk(
+  file: string,
+  args: string[],
+  opts: { timeoutMs?: number } = {},
+): Promise<string> {
   const r = await run(file, args, opts);
   if (r.code !== 0) {
     throw new Error(`${file} ${args.join(" ")} exited ${r.code}: ${(r.stderr || r.stdout).trim()}`);

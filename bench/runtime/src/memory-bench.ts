@@ -75,7 +75,10 @@ class Child {
     return this.proc.pid ?? 0;
   }
 
-  async next<T extends ChildReply["type"]>(type: T, timeoutMs: number): Promise<Extract<ChildReply, { type: T }>> {
+  async next<T extends ChildReply["type"]>(
+    type: T,
+    timeoutMs: number,
+  ): Promise<Extract<ChildReply, { type: T }>> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       const i = this.replies.findIndex((r) => r.type === type || r.type === "error");

@@ -1,9 +1,8 @@
-import { mkdir, rm, stat } from "node:fs/promises";
+import { chown, mkdir, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import type { Runtime, VersionInfo } from "@denv/denvd";
 import type Docker from "dockerode";
-import { rawExec } from "./docker-raw.js";
 import { bash, log, settle } from "./host.js";
 import { median } from "./stats.js";
 
@@ -112,13 +111,14 @@ export async function describeEnv(rt: Runtime, envId: string): Promise<Quickstar
 /** Fills /bulk (as the agent, through denv's exec) and starts the writer. */
 export async function prepareData(
   rt: Runtime,
-  docker: Docker,
   env: QuickstartEnv,
   params: SnapshotParams,
 ): Promise<{ fillMs: number; files: number; bytes: number }> {
-  // A fresh volume is root's: give it to the agent (setup, as root through the Engine API).
-  const own = await rawExec(docker, env.agentContainer, ["chown", "1000:1000", "/bulk"], { user: "0" });
-  if (own.exitCode !== 0) throw new Error(`chown /bulk failed: ${own.stderr}`);
+  // A fresh volume is root's. A root exec cannot chown it: Docker gives an exec no effective
+  // capabilities when the service runs as a non-root user. Give it to the agent on the host.
+  const bulk = env.volumePaths.bulk;
+  if (!bulk) throw new Error("the bench stack has no bulk volume");
+  await chown(bulk, 1000, 1000);
   const t0 = performance.now();
   const size = Math.floor(params.totalBytes / params.files);
   const fill = await rt.exec(env.id, {
@@ -194,8 +194,8 @@ async function baselineRun(
     );
     tCommitted = performance.now();
     // One archive of every snapshotted volume, as a plain host would keep it.
-    const dirs = Object.values(env.volumePaths);
-    await bash('out=$1; shift; tar -C / -cf - "${@#/}" | zstd -1 -q -o "$out"', [archive, ...dirs]);
+    const dirs = Object.values(env.volumePaths).map((d) => d.replace(/^\/+/, ""));
+    await bash('out=$1; shift; tar -C / -cf - "$@" | zstd -1 -q -o "$out"', [archive, ...dirs]);
     tTarred = performance.now();
   } finally {
     await Promise.all(containers.map(([, id]) => docker.getContainer(id).unpause()));
@@ -225,7 +225,12 @@ export async function snapshotBench(
   docker: Docker,
   env: QuickstartEnv,
   params: SnapshotParams,
-  opts: { workDir: string; labels: Record<string, string>; setup: SnapshotResult["setup"]; check: () => void },
+  opts: {
+    workDir: string;
+    labels: Record<string, string>;
+    setup: SnapshotResult["setup"];
+    check: () => void;
+  },
 ): Promise<SnapshotResult> {
   await mkdir(opts.workDir, { recursive: true });
   const denv: DenvSnapshotRun[] = [];

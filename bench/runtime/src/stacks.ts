@@ -17,7 +17,8 @@ export async function quickstartWithBulk(repoRoot: string, into: string): Promis
   const file = join(dir, "compose.yaml");
   const doc = parseDocument(await readFile(file, "utf8"));
   const volumes = doc.getIn(["services", "app", "volumes"]);
-  if (volumes !== undefined) throw new Error("examples/quickstart: the app service has volumes now; adapt the bench");
+  if (volumes !== undefined)
+    throw new Error("examples/quickstart: the app service has volumes now; adapt the bench");
   doc.setIn(["services", "app", "volumes"], doc.createNode([`bulk:${BULK_MOUNT}`]));
   doc.setIn(["volumes", "bulk"], doc.createNode({}));
   await writeFile(file, doc.toString());

@@ -56,8 +56,10 @@ export function table(rows: Row[]): string {
   const cells = rows.map((r) => [
     r.name,
     fmt(r.denv, r.unit),
-    r.baseline === undefined ? "-" : `${fmt(r.baseline, r.unit)}${r.baselineName ? ` (${r.baselineName})` : ""}`,
-    r.ratio === undefined ? "-" : `${fmtRatio(r.ratio)} ${r.ratioKind === "baseline/denv" ? "faster" : ""}`.trim(),
+    r.baseline === undefined
+      ? "-"
+      : `${fmt(r.baseline, r.unit)}${r.baselineName ? ` (${r.baselineName})` : ""}`,
+    r.ratio === undefined ? "-" : `${fmtRatio(r.ratio)}${r.ratioKind === "baseline/denv" ? " speedup" : ""}`,
     r.target ?? "-",
     r.verdict,
   ]);
@@ -65,5 +67,14 @@ export function table(rows: Row[]): string {
   const line = (c: string[]) => c.map((x, i) => x.padEnd(widths[i] ?? 0)).join("  ");
   const sep = widths.map((w) => "-".repeat(w)).join("  ");
   const notes = rows.filter((r) => r.note).map((r) => `  * ${r.name}: ${r.note}`);
-  return [line(head), sep, ...cells.map(line), ...(notes.length ? ["", "notes:", ...notes] : [])].join("\n");
+  const legend =
+    "ratio: 'speedup' = baseline/denv (higher is better); otherwise denv/baseline (lower is better)";
+  return [
+    line(head),
+    sep,
+    ...cells.map(line),
+    "",
+    legend,
+    ...(notes.length ? ["", "notes:", ...notes] : []),
+  ].join("\n");
 }

@@ -906,23 +906,33 @@ export class Runtime {
    */
   async stopAgent(envId: string): Promise<{ killed: number; survivors: number }> {
     const rec = await this.requireEnvironment(envId);
-    let killed = 0;
-    const survivors: number[] = [];
-    for (const [svc, id] of Object.entries(rec.containers)) {
-      const base = new Set((rec.baseline[svc] ?? []).map(([p, t]) => `${p}:${t}`));
-      const pids = await this.docker.processes(id);
-      const extra: number[] = [];
-      for (const p of pids) if (!base.has(`${p}:${await startTime(p)}`)) extra.push(p);
-      killed += extra.length;
-      survivors.push(...(await killAll(extra)));
-      // Confirm from Docker's own view of the container, not only from our signals.
-      for (const p of await this.docker.processes(id)) {
-        if (!base.has(`${p}:${await startTime(p)}`) && !survivors.includes(p)) survivors.push(p);
+    const baseline = new Map(
+      Object.entries(rec.baseline).map(([svc, list]) => [svc, new Set(list.map(([p, t]) => `${p}:${t}`))]),
+    );
+    const extras = async (): Promise<number[]> => {
+      const out: number[] = [];
+      for (const [svc, id] of Object.entries(rec.containers)) {
+        const base = baseline.get(svc) ?? new Set<string>();
+        for (const p of await this.docker.processes(id)) {
+          if (!base.has(`${p}:${await startTime(p)}`)) out.push(p);
+        }
       }
+      return out;
+    };
+    // Rounds, until Docker's own view of the containers shows nothing extra: a process that
+    // forked between a listing and its signal is caught by the next round, and so is a
+    // healthcheck the engine started meanwhile (harmless to kill; it is not the agent's).
+    let killed = 0;
+    for (let round = 0; round < 10; round++) {
+      const found = await extras();
+      if (found.length === 0) return { killed, survivors: 0 };
+      const survivors = await killAll(found);
+      if (survivors.length > 0)
+        throw new DenvError("agent_survived", Protection.agentSurvived(survivors.length));
+      killed += found.length;
     }
-    if (survivors.length > 0) {
-      throw new DenvError("agent_survived", Protection.agentSurvived(survivors.length));
-    }
+    const left = await extras();
+    if (left.length > 0) throw new DenvError("agent_survived", Protection.agentSurvived(left.length));
     return { killed, survivors: 0 };
   }
 
