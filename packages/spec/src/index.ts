@@ -1,3 +1,4 @@
+export * from "./api.js";
 export * from "./compose/index.js";
 export * from "./errors.js";
 export * from "./exec.js";
@@ -5,4 +6,5 @@ export * from "./labels.js";
 export * from "./messages.js";
 export * from "./names.js";
 export * from "./plan.js";
+export * from "./protocol.js";
 export * from "./shell-words.js";

@@ -1,0 +1,245 @@
+import { z } from "zod";
+
+/**
+ * The REST API's resources (JSON, snake_case), shared by the control plane (which validates its
+ * responses with them and generates /v1/openapi.json from them), the SDK and the CLI.
+ * docs/reference/api.md lists the routes.
+ */
+
+export const ErrorResponse = z.object({
+  error: z.object({ code: z.string(), message: z.string(), details: z.array(z.string()).optional() }),
+});
+export type ErrorResponse = z.infer<typeof ErrorResponse>;
+
+export const Project = z.object({
+  name: z.string(),
+  kind: z.enum(["rl-environment", "service"]),
+  /** Git URL, when the project deploys from a repository. */
+  repo: z.string().optional(),
+  compose_path: z.string(),
+  created_at: z.string(),
+});
+export type Project = z.infer<typeof Project>;
+
+export const CreateProject = z.object({
+  name: z.string(),
+  kind: z.enum(["rl-environment", "service"]).default("rl-environment"),
+  repo: z.string().optional(),
+  compose_path: z.string().default("compose.yaml"),
+});
+
+export const ServiceRef = z.object({
+  name: z.string(),
+  container_id: z.string(),
+  image: z.string(),
+  image_id: z.string(),
+});
+
+export const EnvironmentStatus = z.enum(["pending", "running", "stopped", "failed", "destroyed"]);
+
+export const Environment = z.object({
+  /** PROJECT/ENV */
+  id: z.string(),
+  project: z.string(),
+  name: z.string(),
+  status: EnvironmentStatus,
+  host_id: z.string().optional(),
+  /** The version the environment runs (a deploy's new version, or a fork's parent). */
+  version: z.string().optional(),
+  parent_version: z.string().optional(),
+  /** A sandbox is an environment for one episode, destroyed at `expires_at`. */
+  sandbox: z.boolean(),
+  expires_at: z.string().optional(),
+  services: z.array(ServiceRef),
+  agent: z.object({ service: z.string(), user: z.string(), workdir: z.string() }).optional(),
+  evidence: z.record(z.string(), z.unknown()).optional(),
+  created_at: z.string(),
+});
+export type Environment = z.infer<typeof Environment>;
+
+export const DeploymentKind = z.enum([
+  "deploy",
+  "fork",
+  "rollback",
+  "snapshot",
+  "verify",
+  "stop",
+  "start",
+  "destroy",
+]);
+export type DeploymentKind = z.infer<typeof DeploymentKind>;
+
+/** The phases of each deployment kind, in order (ARCHITECTURE "Deployments and phases"). */
+export const Phases: Record<DeploymentKind, readonly string[]> = {
+  deploy: ["resolve source", "validate", "build", "place", "start", "health", "probe", "snapshot", "switch"],
+  fork: ["place", "restore", "start", "health", "probe"],
+  rollback: ["place", "restore", "start", "health", "probe", "switch"],
+  snapshot: ["freeze", "capture layers", "capture volumes", "thaw", "record"],
+  verify: ["stop agent", "snapshot", "fork", "probe", "run verifier", "collect", "clean up"],
+  stop: ["stop"],
+  start: ["start", "health", "probe"],
+  destroy: ["destroy"],
+};
+
+export const PhaseStatus = z.enum(["pending", "running", "succeeded", "failed", "skipped"]);
+
+export const Phase = z.object({
+  name: z.string(),
+  status: PhaseStatus,
+  started_at: z.string().optional(),
+  finished_at: z.string().optional(),
+  duration_ms: z.number().optional(),
+  evidence: z.record(z.string(), z.unknown()).optional(),
+});
+export type Phase = z.infer<typeof Phase>;
+
+export const DeploymentStatus = z.enum(["queued", "running", "succeeded", "failed"]);
+
+export const Deployment = z.object({
+  id: z.string(),
+  kind: DeploymentKind,
+  project: z.string(),
+  /** PROJECT/ENV the deployment changes. */
+  environment: z.string(),
+  status: DeploymentStatus,
+  phases: z.array(Phase),
+  /** What the deployment produced: the environment, the version, the verify result. */
+  result: z.unknown().optional(),
+  error: z.object({ code: z.string(), message: z.string() }).optional(),
+  host_id: z.string().optional(),
+  created_at: z.string(),
+  finished_at: z.string().optional(),
+});
+export type Deployment = z.infer<typeof Deployment>;
+
+export const Version = z.object({
+  /** PROJECT@vN */
+  id: z.string(),
+  project: z.string(),
+  number: z.number().int(),
+  host_id: z.string(),
+  source_environment: z.string(),
+  parent_version: z.string().optional(),
+  /** Image id per service. */
+  digests: z.record(z.string(), z.string()),
+  volumes: z.record(z.string(), z.object({ snapshot: z.string(), bytes: z.number() })),
+  method: z.string(),
+  sizes: z.object({ layer_bytes: z.number(), volume_bytes: z.number() }),
+  timings: z.record(z.string(), z.number()),
+  created_at: z.string(),
+});
+export type Version = z.infer<typeof Version>;
+
+export const TargetKind = z.enum(["hosts", "hetzner", "aws", "e2b", "daytona", "modal", "prime"]);
+
+export const Capabilities = z.object({
+  multi_service: z.boolean(),
+  snapshot: z.boolean(),
+  fork: z.boolean(),
+  pause: z.boolean(),
+  egress_control: z.boolean(),
+  exec_streaming: z.boolean(),
+  files: z.boolean(),
+});
+
+export const Target = z.object({
+  name: z.string(),
+  kind: TargetKind,
+  capabilities: Capabilities,
+  created_at: z.string(),
+});
+export type Target = z.infer<typeof Target>;
+
+export const Host = z.object({
+  id: z.string(),
+  target: z.string(),
+  status: z.enum(["online", "offline"]),
+  version: z.string().optional(),
+  labels: z.record(z.string(), z.string()),
+  capacity: z.object({ cpus: z.number(), memory_bytes: z.number(), disk_free_bytes: z.number() }).optional(),
+  environments: z.number().int(),
+  last_seen_at: z.string().optional(),
+  created_at: z.string(),
+});
+export type Host = z.infer<typeof Host>;
+
+export const CreateJoinToken = z.object({
+  /** How many hosts may join with it (default 1). */
+  uses: z.number().int().positive().default(1),
+  ttl_sec: z.number().int().positive().default(3600),
+});
+
+/** `token` is shown once; only its hash is stored. */
+export const JoinToken = z.object({
+  id: z.string(),
+  target: z.string(),
+  token: z.string().optional(),
+  uses_left: z.number().int(),
+  expires_at: z.string(),
+  created_at: z.string(),
+});
+
+export const JoinRequest = z.object({
+  token: z.string(),
+  /** The host's own name (becomes its id when free). */
+  name: z.string().optional(),
+  labels: z.record(z.string(), z.string()).default({}),
+});
+
+export const JoinResponse = z.object({ host_id: z.string(), credential: z.string(), target: z.string() });
+
+export const CreateApiToken = z.object({
+  name: z.string(),
+  /** Limits the token to one project; absent = all projects (admin only may create those). */
+  project: z.string().optional(),
+  role: z.enum(["admin", "member"]).default("member"),
+});
+
+export const ApiToken = z.object({
+  id: z.string(),
+  name: z.string(),
+  project: z.string().optional(),
+  role: z.enum(["admin", "member"]),
+  token: z.string().optional(),
+  created_at: z.string(),
+});
+
+export const ForkRequest = z.object({
+  /** Version to fork (PROJECT@vN or N); default: the project's current version. */
+  version: z.string().optional(),
+  name: z.string().optional(),
+});
+
+export const RollbackRequest = z.object({ version: z.string() });
+
+export const CreateSandbox = z.object({
+  project: z.string(),
+  version: z.string().optional(),
+  name: z.string().optional(),
+  /** Seconds until the sandbox is destroyed (default 3600). */
+  ttl_sec: z.number().int().positive().default(3600),
+});
+
+export const VerifyResponse = z.object({
+  status: z.enum(["graded", "refused", "failed"]),
+  reward: z.number(),
+  rewards: z.record(z.string(), z.number()),
+  message: z.string().optional(),
+  log: z.string(),
+  version: z.string(),
+  fork: z.string(),
+  evidence: z.record(z.string(), z.unknown()),
+});
+export type VerifyResponse = z.infer<typeof VerifyResponse>;
+
+export const ExecResponse = z.object({
+  exit_code: z.number().int(),
+  stdout: z.string(),
+  stderr: z.string(),
+  /** "utf8" when stdout/stderr are valid UTF-8 text, else "base64". */
+  encoding: z.enum(["utf8", "base64"]),
+  timed_out: z.boolean(),
+  truncated: z.boolean(),
+  duration_ms: z.number().int(),
+});
+export type ExecResponse = z.infer<typeof ExecResponse>;
