@@ -18,6 +18,13 @@ export interface ExecResult {
   denvMs: number[];
   rawMs: number[];
   medians: { denvMs: number; rawMs: number; ratio: number };
+  /** First quartiles: less sensitive to the odd collision with a healthcheck or a daemon hiccup. */
+  p25: { denvMs: number; rawMs: number };
+}
+
+function quantile(values: number[], q: number): number {
+  const s = [...values].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor(q * s.length))] ?? Number.NaN;
 }
 
 export async function execBench(
@@ -64,8 +71,9 @@ export async function execBench(
   }
   const medians = { denvMs: median(denvMs), rawMs: median(rawMs), ratio: median(denvMs) / median(rawMs) };
   log(
-    `exec: denv ${medians.denvMs.toFixed(1)} ms, raw Engine API ${medians.rawMs.toFixed(1)} ms ` +
+    `exec ${envId}: denv ${medians.denvMs.toFixed(1)} ms, raw Engine API ${medians.rawMs.toFixed(1)} ms ` +
       `(${opts.iterations} each, interleaved)`,
   );
-  return { container, iterations: opts.iterations, warmup: opts.warmup, denvMs, rawMs, medians };
+  const p25 = { denvMs: quantile(denvMs, 0.25), rawMs: quantile(rawMs, 0.25) };
+  return { container, iterations: opts.iterations, warmup: opts.warmup, denvMs, rawMs, medians, p25 };
 }

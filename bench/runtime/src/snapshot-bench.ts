@@ -28,8 +28,11 @@ export interface DenvSnapshotRun {
   volumesMs: number;
   squashMs: number;
   totalMs: number;
-  /** totalMs minus flush, frozen and squash: bookkeeping after the thaw (image inspects, du, record). */
-  afterMs: number;
+  /**
+   * totalMs minus flush, frozen and squash: the inspect and pause before the frozen window, and
+   * after the thaw the sizes of the volume snapshots (`du -sb`, which walks every file).
+   */
+  otherMs: number;
   layerBytes: number;
   volumeBytes: number;
 }
@@ -158,7 +161,7 @@ async function denvRun(rt: Runtime, envId: string): Promise<{ run: DenvSnapshotR
       method: v.method,
       wallMs,
       ...t,
-      afterMs: t.totalMs - t.flushMs - t.frozenMs - t.squashMs,
+      otherMs: t.totalMs - t.flushMs - t.frozenMs - t.squashMs,
       layerBytes: v.sizes.layerBytes,
       volumeBytes: v.sizes.volumeBytes,
     },
@@ -247,7 +250,7 @@ export async function snapshotBench(
         denv.push(run);
         log(
           `snapshot ${i + 1}/${params.runs} denv: total ${run.totalMs} ms, frozen ${run.frozenMs} ms ` +
-            `(flush ${run.flushMs}, commit ${run.commitMs}, volumes ${run.volumesMs}, after ${run.afterMs}; wall ${run.wallMs.toFixed(0)})`,
+            `(flush ${run.flushMs}, commit ${run.commitMs}, volumes ${run.volumesMs}, other ${run.otherMs}; wall ${run.wallMs.toFixed(0)})`,
         );
         // Keep only the newest version (the fork benchmark starts from it).
         if (kept) await rt.deleteVersion(kept.id);

@@ -94,7 +94,11 @@ export interface DeployRequest {
   env?: Record<string, string | undefined>;
   /** Id of the command that asked (labels what it creates). */
   command?: string;
+  onPhase?: PhaseListener;
 }
+
+/** Told when a phase of an operation starts (names from spec's Phases), with its evidence when it ends. */
+export type PhaseListener = (phase: string, evidence?: Record<string, unknown>) => void;
 
 export interface ExecOptions {
   cmd?: string[];
@@ -288,6 +292,8 @@ export class Runtime {
     const id = `${project}/${name}`;
     const command = req.command ?? `deploy-${newId()}`;
     const projectDir = resolve(req.projectDir);
+    const phase = req.onPhase ?? (() => undefined);
+    phase("validate");
     const plan =
       req.plan ??
       loadPlan(projectDir, {
@@ -304,6 +310,7 @@ export class Runtime {
       }
       const undo = new Undo();
       try {
+        phase("build");
         const images: Record<string, ImageRecord> = {};
         const envRef = { project, id };
         for (const svc of plan.services) {
@@ -342,6 +349,7 @@ export class Runtime {
           },
           undefined,
           undo,
+          phase,
         );
         return this.info(rec);
       } catch (err) {
@@ -352,7 +360,10 @@ export class Runtime {
   }
 
   /** A new environment from a version: its services start fresh from the version's disk state. */
-  async fork(versionId: string, opts: { name?: string; command?: string } = {}): Promise<EnvironmentInfo> {
+  async fork(
+    versionId: string,
+    opts: { name?: string; command?: string; onPhase?: PhaseListener } = {},
+  ): Promise<EnvironmentInfo> {
     const version = await this.requireVersion(versionId);
     const name = checkName("environment", opts.name ?? `fork-${newId()}`);
     const id = `${version.project}/${name}`;
@@ -376,6 +387,7 @@ export class Runtime {
           },
           version,
           undo,
+          opts.onPhase ?? (() => undefined),
         );
         return this.info(rec);
       } catch (err) {
@@ -449,8 +461,10 @@ export class Runtime {
     >,
     from: VersionRecord | undefined,
     undo: Undo,
+    phase: PhaseListener,
   ): Promise<EnvironmentRecord> {
     const { plan, command } = base;
+    phase("place", { host: this.options.hostId });
     const t0 = Date.now();
     const envRef = { project: base.project, id: base.id };
     const netName = this.dockerName(base.project, base.name);
@@ -480,6 +494,7 @@ export class Runtime {
       undo.push(() => removeRejectRule(network.id));
     }
 
+    if (from) phase("restore", { version: from.id, method: this.store.method });
     const volumes: EnvironmentRecord["volumes"] = {};
     const volumeNames: Record<string, string> = {};
     for (const vol of plan.volumes) {
@@ -530,9 +545,11 @@ export class Runtime {
     }
     const tCreated = Date.now();
 
+    phase("start");
     await this.startServices(rec);
     const tStarted = Date.now();
     if (!from && isProtected(plan)) await this.ownWorkdir(rec);
+    phase("health");
     await this.waitHealthy(rec, plan.services);
     const tHealthy = Date.now();
     rec.baseline = await this.captureBaseline(rec);
@@ -540,6 +557,7 @@ export class Runtime {
     await this.options.beforeProbe?.(rec);
     let probe: ProbeResult | undefined;
     if (egressDenied) {
+      phase("probe");
       probe = await probeEgress(this.docker, this.canary, rec);
       if (!probe.ok) {
         throw new DenvError(
@@ -760,12 +778,18 @@ export class Runtime {
   }
 
   /** Freezes the whole environment at one point and records a version. */
-  snapshot(envId: string, opts: { command?: string } = {}): Promise<VersionInfo> {
+  snapshot(
+    envId: string,
+    opts: { command?: string; onPhase?: PhaseListener; number?: number } = {},
+  ): Promise<VersionInfo> {
     return snapshotEnvironment(this, envId, opts);
   }
 
   /** Stops the agent, snapshots, forks, runs the verifier on the fork and returns its reward. */
-  verify(envId: string, opts: { command?: string; keepFork?: boolean } = {}): Promise<VerifyResult> {
+  verify(
+    envId: string,
+    opts: { command?: string; keepFork?: boolean; onPhase?: PhaseListener } = {},
+  ): Promise<VerifyResult> {
     return verifyEnvironment(this, envId, opts);
   }
 

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { DenvError, Labels } from "@denv/spec";
 import type { ImageRecord, VersionRecord } from "./records.js";
-import type { Runtime, VersionInfo } from "./runtime.js";
+import type { PhaseListener, Runtime, VersionInfo } from "./runtime.js";
 import { versionInfo } from "./runtime.js";
 
 /**
@@ -12,14 +12,19 @@ import { versionInfo } from "./runtime.js";
 export async function snapshotEnvironment(
   rt: Runtime,
   envId: string,
-  opts: { command?: string } = {},
+  opts: { command?: string; onPhase?: PhaseListener; number?: number } = {},
 ): Promise<VersionInfo> {
+  const phase = opts.onPhase ?? (() => undefined);
   return rt.withLock(envId, async () => {
     const env = await rt.requireEnvironment(envId);
     const command = opts.command ?? `snapshot-${randomBytes(4).toString("hex")}`;
     const versions = (await rt.records.versions()).filter((v) => v.project === env.project);
-    const number = versions.reduce((n, v) => Math.max(n, v.number), 0) + 1;
+    // The control plane numbers versions across hosts; alone, the host numbers them itself.
+    const number = opts.number ?? versions.reduce((n, v) => Math.max(n, v.number), 0) + 1;
     const id = `${env.project}@v${number}`;
+    if (versions.some((v) => v.number === number)) {
+      throw new DenvError("conflict", `version ${id} exists on host ${rt.options.hostId}`);
+    }
     const t0 = Date.now();
 
     const snapVolumes = env.plan.snapshotVolumes.filter((v) => env.volumes[v]);
@@ -41,9 +46,11 @@ export async function snapshotEnvironment(
     let tFrozen = 0;
     let tCommitted = 0;
     let tThawed = 0;
+    phase("freeze");
     await Promise.all(running.map((s) => rt.docker.pause(s.cid)));
     tFrozen = Date.now();
     try {
+      phase("capture layers");
       const repoOf = (svc: string) => `denv-version/${rt.options.hostId}-${env.project}-${svc}`;
       await Promise.all(
         states.map(async ({ svc, cid }) => {
@@ -64,6 +71,7 @@ export async function snapshotEnvironment(
         }),
       );
       tCommitted = Date.now();
+      phase("capture volumes");
       await Promise.all(
         snapVolumes.map(async (v) => {
           const snapId = `${env.project}-v${number}-${v}-${randomBytes(3).toString("hex")}`;
@@ -76,10 +84,12 @@ export async function snapshotEnvironment(
       for (const snap of Object.values(snapIds)) await rt.store.removeSnapshot(snap);
       throw err;
     } finally {
+      phase("thaw");
       await Promise.all(running.map((s) => rt.docker.unpause(s.cid).catch(() => undefined)));
       tThawed = Date.now();
     }
 
+    phase("record");
     // Squash outside the frozen window: long fork-of-fork chains would hit overlay2's layer limit.
     let layerBytes = 0;
     for (const [svc, img] of Object.entries(images)) {

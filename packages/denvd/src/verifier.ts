@@ -6,7 +6,7 @@ import tar from "tar-stream";
 import { guardTar } from "./files/tar-guard.js";
 import { packEntries } from "./files/tar-pack.js";
 import { readAll } from "./files-api.js";
-import type { EnvironmentInfo, Runtime, VersionInfo } from "./runtime.js";
+import type { EnvironmentInfo, PhaseListener, Runtime, VersionInfo } from "./runtime.js";
 import { snapshotEnvironment } from "./snapshotter.js";
 
 /**
@@ -50,8 +50,9 @@ export const SUBMISSION_DIR = "/submission";
 export async function verifyEnvironment(
   rt: Runtime,
   envId: string,
-  opts: { command?: string; keepFork?: boolean } = {},
+  opts: { command?: string; keepFork?: boolean; onPhase?: PhaseListener } = {},
 ): Promise<VerifyResult> {
+  const phase = opts.onPhase ?? (() => undefined);
   const rec = await rt.requireEnvironment(envId);
   const vplan = rec.plan.verifier;
   if (!vplan || !rec.verifierImage) {
@@ -62,20 +63,25 @@ export async function verifyEnvironment(
   }
   const command = opts.command ?? `verify-${randomBytes(4).toString("hex")}`;
   const t0 = Date.now();
+  phase("stop agent");
   const agent = await rt.stopAgent(envId);
   const tStopped = Date.now();
+  phase("snapshot", { agent });
   const version: VersionInfo = await snapshotEnvironment(rt, envId, { command });
+  phase("fork", { version: version.id });
   const tSnap = Date.now();
   const fork: EnvironmentInfo = await rt.fork(version.id, {
     name: `verify-${randomBytes(3).toString("hex")}`,
     command,
   });
   const tForked = Date.now();
+  phase("probe", { fork: fork.id, probe: fork.evidence.probe });
   const forkRec = await rt.requireEnvironment(fork.id);
   let verifierId = "";
   try {
     // Submission: copied out of the fork (the agent's disk state) and checked before the
     // verifier sees a byte of it.
+    phase("run verifier");
     const agentContainer = forkRec.containers[rec.plan.agent.service] as string;
     const submission: VerifyResult["evidence"]["submission"] = [];
     const archives: Array<{ dir: string; path: string; cleanup: () => Promise<void> }> = [];
@@ -166,6 +172,7 @@ export async function verifyEnvironment(
       }, vplan.timeoutSec * 1000);
       const exitCode = await rt.docker.wait(verifierId).finally(() => clearTimeout(timer));
       const tRan = Date.now();
+      phase("collect");
       const logs = await rt.docker.logs(verifierId, 1000);
       const log = logs.stdout.toString("utf8") + logs.stderr.toString("utf8");
       const reward = timedOut ? undefined : await readReward(rt, verifierId);
@@ -247,6 +254,7 @@ export async function verifyEnvironment(
       };
     }
   } finally {
+    phase("clean up");
     if (verifierId) await rt.docker.removeContainer(verifierId);
     if (!opts.keepFork) await rt.destroy(fork.id);
   }

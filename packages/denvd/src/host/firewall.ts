@@ -10,18 +10,23 @@ export function bridgeName(networkId: string): string {
   return `br-${networkId.slice(0, 12)}`;
 }
 
-/** TCP gets a reset (instant, and not subject to the kernel's ICMP rate limit); the rest an ICMP error. */
+/**
+ * New connections from the environment to the host are rejected: TCP with a reset (instant, and
+ * not subject to the kernel's ICMP rate limit), the rest with an ICMP error.
+ */
 function ruleSpecs(networkId: string): string[][] {
   const head = ["INPUT", "-i", bridgeName(networkId)];
   const tag = ["-m", "comment", "--comment", `denv:${networkId.slice(0, 12)}`];
   return [
+    // Replies to connections the host opened (denvd's port tunnels) come back in on the bridge.
+    [...head, "-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", ...tag, "-j", "ACCEPT"],
     [...head, "-p", "tcp", ...tag, "-j", "REJECT", "--reject-with", "tcp-reset"],
     [...head, ...tag, "-j", "REJECT", "--reject-with", "icmp-port-unreachable"],
   ];
 }
 
 export async function rejectToHost(networkId: string): Promise<void> {
-  // Inserted in reverse so that the TCP rule ends up first.
+  // Inserted in reverse so that the rules keep their order at the top of the chain.
   for (const spec of ruleSpecs(networkId).reverse()) {
     if ((await run("iptables", ["-w", "-C", ...spec])).code === 0) continue;
     const r = await run("iptables", ["-w", "-I", ...spec]);
