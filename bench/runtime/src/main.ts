@@ -176,7 +176,12 @@ async function main(): Promise<number> {
       log(`${qs.id} ready in ${results.quickstartDeployMs.toFixed(0)} ms`);
       const env = await describeEnv(rt, qs.id);
 
-      const params: SnapshotParams = { runs: cfg.runs, files: cfg.files, totalBytes: cfg.totalBytes };
+      const params: SnapshotParams = {
+        runs: cfg.runs,
+        warmup: !args.smoke,
+        files: cfg.files,
+        totalBytes: cfg.totalBytes,
+      };
       log(
         `filling /bulk with ${params.files} files, ${(params.totalBytes / MiB).toFixed(0)} MiB; starting the writer`,
       );

@@ -14,6 +14,8 @@ import { median } from "./stats.js";
 
 export interface SnapshotParams {
   runs: number;
+  /** One unmeasured pair first (the first read of fresh data is slow on both sides). */
+  warmup: boolean;
   files: number;
   totalBytes: number;
 }
@@ -52,6 +54,7 @@ export interface SnapshotResult {
   setup: { deployMs: number; fillMs: number; files: number; bytes: number };
   denv: DenvSnapshotRun[];
   baseline: BaselineSnapshotRun[];
+  warmup?: { denv: DenvSnapshotRun; baseline: BaselineSnapshotRun };
   medians: {
     denvTotalMs: number;
     denvFrozenMs: number;
@@ -239,6 +242,17 @@ export async function snapshotBench(
   const denv: DenvSnapshotRun[] = [];
   const baseline: BaselineSnapshotRun[] = [];
   let kept: VersionInfo | undefined;
+  let warmup: SnapshotResult["warmup"];
+  if (params.warmup) {
+    await settle();
+    const w = await denvRun(rt, env.id);
+    await rt.deleteVersion(w.version.id);
+    await settle();
+    warmup = { denv: w.run, baseline: await baselineRun(docker, env, opts.workDir, opts.labels, "warmup") };
+    log(
+      `snapshot warm-up (not counted): denv ${w.run.totalMs} ms, baseline ${warmup.baseline.totalMs.toFixed(0)} ms`,
+    );
+  }
   for (let i = 0; i < params.runs; i++) {
     // Alternate which one goes first, so that drift (page cache, writeback) hits both alike.
     const order = i % 2 === 0 ? ["denv", "baseline"] : ["baseline", "denv"];
@@ -273,6 +287,7 @@ export async function snapshotBench(
     setup: opts.setup,
     denv,
     baseline,
+    ...(warmup ? { warmup } : {}),
     medians: {
       denvTotalMs,
       denvFrozenMs: median(denv.map((r) => r.frozenMs)),

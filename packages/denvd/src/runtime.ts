@@ -16,7 +16,7 @@ import {
 } from "@denv/spec";
 import { containerSpec, isProtected } from "./container-spec.js";
 import { DockerClient, type ImageInfo } from "./docker/docker-client.js";
-import { type RawExecResult, runExec } from "./exec-runner.js";
+import { type RawExecResult, type RunExecOptions, runExec } from "./exec-runner.js";
 import {
   type FilesTarget,
   getFiles,
@@ -114,6 +114,12 @@ export interface ExecOptions {
   outputLimit?: number;
   onStdout?: (chunk: Buffer) => void;
   onStderr?: (chunk: Buffer) => void;
+  /** Back-pressure for streaming callers (see RunExecOptions.onFlow). */
+  onFlow?: RunExecOptions["onFlow"];
+  /** false: output is only streamed, not kept in the result. */
+  collect?: boolean;
+  /** Aborting kills the exec's process tree. */
+  signal?: AbortSignal;
 }
 
 const DEFAULTS = {
@@ -647,6 +653,10 @@ export class Runtime {
         if (state.health === "unhealthy") {
           throw new DenvError("docker", `service '${svc.name}' is unhealthy${await this.tail(id)}`);
         }
+        // Docker runs the first check only after a whole interval (engines before API 1.44 have
+        // no start_interval): run the file's own check now, as Docker would, and go on as soon as
+        // it passes. Forks start in about a second less per dependency level.
+        if (await this.checkNow(id, svc)) break;
         if (Date.now() > deadline) {
           throw new DenvError(
             "timeout",
@@ -656,6 +666,21 @@ export class Runtime {
         await new Promise((r) => setTimeout(r, 50));
       }
     }
+  }
+
+  /** Runs a service's compose healthcheck once, as the container's user; true when it passes. */
+  private async checkNow(containerId: string, svc: ServicePlan): Promise<boolean> {
+    const test = svc.healthcheck?.test ?? [];
+    const argv =
+      test[0] === "CMD-SHELL" ? ["/bin/sh", "-c", test.slice(1).join(" ")] : test[0] === "CMD" ? test.slice(1) : [];
+    if (argv.length === 0) return false;
+    const res = await runExec(this.docker, {
+      containerId,
+      argv,
+      timeoutMs: svc.healthcheck?.timeoutMs ?? 30_000,
+      outputLimit: 4096,
+    }).catch(() => undefined);
+    return res?.exitCode === 0;
   }
 
   /**
@@ -740,6 +765,9 @@ export class Runtime {
       ...(o.outputLimit !== undefined ? { outputLimit: o.outputLimit } : {}),
       ...(o.onStdout ? { onStdout: o.onStdout } : {}),
       ...(o.onStderr ? { onStderr: o.onStderr } : {}),
+      ...(o.onFlow ? { onFlow: o.onFlow } : {}),
+      ...(o.collect !== undefined ? { collect: o.collect } : {}),
+      ...(o.signal ? { signal: o.signal } : {}),
     });
   }
 

@@ -47,8 +47,9 @@ export async function snapshotEnvironment(
     let tCommitted = 0;
     let tThawed = 0;
     phase("freeze");
-    await Promise.all(running.map((s) => rt.docker.pause(s.cid)));
+    // The window opens with the first pause, not when the last one returns.
     tFrozen = Date.now();
+    await Promise.all(running.map((s) => rt.docker.pause(s.cid)));
     try {
       phase("capture layers");
       const repoOf = (svc: string) => `denv-version/${rt.options.hostId}-${env.project}-${svc}`;
