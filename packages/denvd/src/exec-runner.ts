@@ -19,6 +19,20 @@ export interface RunExecOptions {
   /** Live output, for streaming callers. */
   onStdout?: (chunk: Buffer) => void;
   onStderr?: (chunk: Buffer) => void;
+  /**
+   * Given once the exec is attached: pausing stops reading the exec's output from Docker, so a
+   * slow consumer of onStdout/onStderr blocks the process's writes instead of filling memory.
+   */
+  onFlow?: (flow: ExecFlow) => void;
+  /** false: output goes only to onStdout/onStderr and is not kept (nor capped) in the result. */
+  collect?: boolean;
+  /** Aborting kills the process tree, as a timeout does; the result says `cancelled`. */
+  signal?: AbortSignal;
+}
+
+export interface ExecFlow {
+  pause(): void;
+  resume(): void;
 }
 
 export interface RawExecResult {
@@ -27,6 +41,8 @@ export interface RawExecResult {
   stderr: Buffer;
   timedOut: boolean;
   truncated: boolean;
+  /** The exec was stopped through `signal`. */
+  cancelled: boolean;
   durationMs: number;
 }
 
@@ -34,8 +50,12 @@ class CappedBuffer {
   private chunks: Buffer[] = [];
   private size = 0;
   truncated = false;
-  constructor(private readonly limit: number) {}
+  constructor(
+    private readonly limit: number,
+    private readonly keep = true,
+  ) {}
   push(b: Buffer): void {
+    if (!this.keep) return;
     if (this.size >= this.limit) {
       this.truncated = true;
       return;
@@ -70,15 +90,27 @@ export async function runExec(docker: DockerClient, o: RunExecOptions): Promise<
     tty: o.tty ?? false,
     stdin: o.stdin !== undefined,
   });
-  const out = new CappedBuffer(limit);
-  const err = new CappedBuffer(limit);
+  const out = new CappedBuffer(limit, o.collect ?? true);
+  const err = new CappedBuffer(limit, o.collect ?? true);
+  // Once the process is being killed its remaining output must drain so that the exec can end:
+  // pausing stops, and after a cancel the output is dropped.
+  let killing = false;
+  let discard = false;
+  o.onFlow?.({
+    pause: () => {
+      if (!killing) handle.stream.pause();
+    },
+    resume: () => {
+      handle.stream.resume();
+    },
+  });
   handle.stdout.on("data", (b: Buffer) => {
     out.push(b);
-    o.onStdout?.(b);
+    if (!discard) o.onStdout?.(b);
   });
   handle.stderr.on("data", (b: Buffer) => {
     err.push(b);
-    o.onStderr?.(b);
+    if (!discard) o.onStderr?.(b);
   });
   const ended = new Promise<void>((resolve) => {
     let open = 2;
@@ -102,28 +134,45 @@ export async function runExec(docker: DockerClient, o: RunExecOptions): Promise<
       sink.write(o.stdin);
       sink.end();
     } else {
+      // A stdin that outlives the process must not write into the closed exec stream.
+      sink.on("error", () => undefined);
       o.stdin.pipe(sink as NodeJS.WritableStream);
     }
   }
 
+  const kill = async () => {
+    killing = true;
+    handle.stream.resume();
+    // The pid may not have been known when the exec started: ask again.
+    const root = pid || (await handle.pid().catch(() => 0));
+    if (root > 0) await killTree(root);
+  };
   let timedOut = false;
   let timer: NodeJS.Timeout | undefined;
   if (o.timeoutMs !== undefined) {
     timer = setTimeout(() => {
       timedOut = true;
-      void (async () => {
-        // The pid may not have been known when the exec started: ask again.
-        const root = pid || (await handle.pid().catch(() => 0));
-        if (root > 0) await killTree(root);
-      })();
+      void kill();
     }, o.timeoutMs);
   }
+  let cancelled = false;
+  const onAbort = () => {
+    cancelled = true;
+    discard = true;
+    void kill();
+  };
+  if (o.signal?.aborted) onAbort();
+  else o.signal?.addEventListener("abort", onAbort, { once: true });
   await ended;
+  if (o.stdin !== undefined && !Buffer.isBuffer(o.stdin))
+    o.stdin.unpipe(handle.stream as NodeJS.WritableStream);
   if (timer) clearTimeout(timer);
+  o.signal?.removeEventListener("abort", onAbort);
   await pidKnown.catch(() => 0);
   let exitCode = await handle.exitCode();
   const stderr = err.value();
   if (timedOut) exitCode = ExitCodes.timedOut;
+  else if (cancelled) exitCode = exitCode ?? 137;
   else if (exitCode === null || (exitCode === 126 && pid === 0)) {
     // The process never started: tell a missing executable from other failures, as a shell does.
     const text = stderr.toString("utf8") + out.value().toString("utf8");
@@ -139,6 +188,7 @@ export async function runExec(docker: DockerClient, o: RunExecOptions): Promise<
     stderr,
     timedOut,
     truncated: out.truncated || err.truncated,
+    cancelled,
     durationMs: Date.now() - started,
   };
 }

@@ -1,4 +1,10 @@
-import { DefaultCaps, EgressFindings, Protection, SpecialFileReasons } from "@denv/spec";
+import {
+  DefaultCaps,
+  EgressFindings,
+  Protection,
+  type SpecialFileReason,
+  SpecialFileReasons,
+} from "@denv/spec";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { packEntries } from "./files/tar-pack.js";
 import { rejectToHost, removeRejectRule } from "./host/firewall.js";
@@ -195,7 +201,7 @@ describe("the five protections", () => {
   });
 
   describe("3. special files refused in uploads, nothing written", () => {
-    const cases: Array<[string, Parameters<typeof packEntries>[0], string, string]> = [
+    const cases: Array<[string, Parameters<typeof packEntries>[0], string, SpecialFileReason]> = [
       ["device node", [{ name: "dev0", type: "character-device" }], "dev0", SpecialFileReasons.device],
       ["FIFO", [{ name: "pipe", type: "fifo" }], "pipe", SpecialFileReasons.fifo],
       [

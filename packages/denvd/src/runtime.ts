@@ -672,7 +672,11 @@ export class Runtime {
   private async checkNow(containerId: string, svc: ServicePlan): Promise<boolean> {
     const test = svc.healthcheck?.test ?? [];
     const argv =
-      test[0] === "CMD-SHELL" ? ["/bin/sh", "-c", test.slice(1).join(" ")] : test[0] === "CMD" ? test.slice(1) : [];
+      test[0] === "CMD-SHELL"
+        ? ["/bin/sh", "-c", test.slice(1).join(" ")]
+        : test[0] === "CMD"
+          ? test.slice(1)
+          : [];
     if (argv.length === 0) return false;
     const res = await runExec(this.docker, {
       containerId,

@@ -200,7 +200,9 @@ export const CommandPayloads = {
     user: z.string().optional(),
     stream: z.string(),
   }),
-  "env.snapshot": EnvRefPayload,
+  /** `number`: the version number the control plane allocated (it numbers versions across
+   * hosts); absent, the host takes the next free number of the project. */
+  "env.snapshot": EnvRefPayload.extend({ number: z.number().int().positive().optional() }),
   "env.fork": z.object({ version: z.string(), name: z.string() }),
   /** Replace `environment` with a fork of `version` under the same name (rollback). */
   "env.restore": z.object({ environment: z.string(), version: z.string() }),

@@ -1,0 +1,74 @@
+import type { CommandKind, CommandPayloads } from "@denv/spec";
+import type { z } from "zod";
+import type { PhaseListener, Runtime } from "../runtime.js";
+import type { Log } from "./log.js";
+import type { StreamRegistry } from "./streams.js";
+
+/** What a command handler gets: its payload (validated), the runtime, its streams, and a signal. */
+export interface CommandContext {
+  /** The command id: passed to runtime ops as `command`, so what they create carries it as a label. */
+  id: string;
+  runtime: Runtime;
+  streams: StreamRegistry;
+  /** Aborted by a `cancel` frame, the deadline, or (for stream commands) a lost connection. */
+  signal: AbortSignal;
+  /** Scratch space under the state dir (deploy sources). */
+  tmpDir: string;
+  log: Log;
+  /** Sends a progress frame: a phase that starts, with the evidence gathered so far. */
+  progress(update: { phase?: string; line?: string; evidence?: Record<string, unknown> }): void;
+  /**
+   * A phase listener for runtime ops. `interruptible`: it throws once the signal is aborted,
+   * which stops the op at its next phase; only for ops whose every phase runs inside their
+   * rollback scope (deploy, fork), so what they created so far is removed.
+   */
+  phases(interruptible: boolean): PhaseListener;
+}
+
+export type Payload<K extends CommandKind> = z.infer<(typeof CommandPayloads)[K]>;
+export type Handler<K extends CommandKind> = (payload: Payload<K>, ctx: CommandContext) => Promise<unknown>;
+
+/** Why a command's signal was aborted; becomes the result's error code. */
+export type AbortCode = "cancelled" | "timeout" | "interrupted";
+
+const ABORT_MESSAGES: Record<AbortCode, string> = {
+  cancelled: "the command was cancelled by the control plane",
+  timeout: "the command's deadline passed before it finished",
+  interrupted: "the connection to the control plane dropped while the command was streaming",
+};
+
+/** Thrown by handlers when their signal stopped them; the reason decides the error code. */
+export class CommandAborted extends Error {
+  override name = "CommandAborted";
+  constructor(readonly code: AbortCode) {
+    super(ABORT_MESSAGES[code]);
+  }
+}
+
+export function abortCode(signal: AbortSignal): AbortCode {
+  const reason: unknown = signal.reason;
+  return reason === "timeout" || reason === "interrupted" ? reason : "cancelled";
+}
+
+export function throwIfAborted(signal: AbortSignal): void {
+  if (signal.aborted) throw new CommandAborted(abortCode(signal));
+}
+
+/** Waits for `work` unless the signal stops the wait first (the work itself goes on). */
+export function unlessAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(new CommandAborted(abortCode(signal)));
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(new CommandAborted(abortCode(signal)));
+    signal.addEventListener("abort", onAbort, { once: true });
+    work.then(
+      (v) => {
+        signal.removeEventListener("abort", onAbort);
+        resolve(v);
+      },
+      (err: unknown) => {
+        signal.removeEventListener("abort", onAbort);
+        reject(err);
+      },
+    );
+  });
+}

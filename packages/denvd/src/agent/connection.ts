@@ -1,0 +1,198 @@
+import {
+  type Frame,
+  HEARTBEAT_MS,
+  MISSED_HEARTBEATS_OFFLINE,
+  PROTOCOL_VERSION,
+  parseFrame,
+} from "@denv/spec";
+import WebSocket from "ws";
+import type { Log } from "./log.js";
+
+/**
+ * The socket to the control plane: denvd dials out (hosts take no inbound connections), keeps
+ * the socket alive with heartbeats, and dials again with capped exponential backoff and jitter
+ * whenever it drops. What flows over it is the Agent's business (agent.ts).
+ */
+
+export interface Backoff {
+  initialMs: number;
+  maxMs: number;
+}
+
+const DEFAULT_BACKOFF: Backoff = { initialMs: 500, maxMs: 30_000 };
+
+/** A connection that lasted this long was healthy: the next drop starts the backoff over. */
+const HEALTHY_MS = 30_000;
+
+/**
+ * "Equal jitter": half the exponential step, plus a random half. Never zero (no hot loop when
+ * the control plane refuses at once) and never in lockstep with the other hosts of a fleet.
+ */
+export function backoffDelay(attempt: number, b: Backoff, random: () => number = Math.random): number {
+  const ceiling = Math.min(b.maxMs, b.initialMs * 2 ** Math.min(attempt, 30));
+  return Math.round(ceiling / 2 + (random() * ceiling) / 2);
+}
+
+/** http(s)://cp/base -> ws(s)://cp/base/v1/hosts/stream */
+export function streamUrl(base: string): string {
+  const u = new URL(base);
+  u.protocol = u.protocol === "https:" ? "wss:" : "ws:";
+  u.pathname = `${u.pathname.replace(/\/+$/, "")}/v1/hosts/stream`;
+  return u.toString();
+}
+
+export interface ConnectionHandlers {
+  /** The socket is open: send hello. `send` writes to this socket only (false once it closed). */
+  onOpen(send: (frame: Frame) => boolean): void;
+  onFrame(frame: Frame): void;
+  /** The socket closed (it will be dialled again unless stopped). */
+  onClose(reason: string): void;
+}
+
+export interface ConnectionOptions {
+  url: string;
+  /** Sent as `Authorization: Bearer`; never logged. */
+  credential: string;
+  log: Log;
+  handlers: ConnectionHandlers;
+  heartbeatMs?: number;
+  backoff?: Backoff;
+}
+
+/** The largest frame accepted: a command with inline exec stdin is the big one. */
+const MAX_FRAME_BYTES = 64 * 1024 * 1024;
+
+export class Connection {
+  private ws: WebSocket | undefined;
+  private stopped = false;
+  private attempt = 0;
+  private openedAt = 0;
+  private lastHeard = 0;
+  private retry: NodeJS.Timeout | undefined;
+  private beat: NodeJS.Timeout | undefined;
+  private readonly heartbeatMs: number;
+  private readonly backoff: Backoff;
+
+  constructor(private readonly o: ConnectionOptions) {
+    this.heartbeatMs = o.heartbeatMs ?? HEARTBEAT_MS;
+    this.backoff = o.backoff ?? DEFAULT_BACKOFF;
+  }
+
+  start(): void {
+    this.dial();
+  }
+
+  /** Closes the socket for good (a clean close: the control plane knows the host left). */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.retry);
+    clearInterval(this.beat);
+    const ws = this.ws;
+    if (!ws || ws.readyState === WebSocket.CLOSED) return;
+    const closed = new Promise<void>((resolve) => ws.once("close", () => resolve()));
+    if (ws.readyState === WebSocket.CONNECTING) ws.terminate();
+    else ws.close(1001, "denvd is shutting down");
+    const timer = setTimeout(() => ws.terminate(), 2_000);
+    await closed;
+    clearTimeout(timer);
+  }
+
+  private dial(): void {
+    if (this.stopped) return;
+    const url = streamUrl(this.o.url);
+    const ws = new WebSocket(url, {
+      headers: { Authorization: `Bearer ${this.o.credential}` },
+      handshakeTimeout: 10_000,
+      maxPayload: MAX_FRAME_BYTES,
+      perMessageDeflate: false,
+    });
+    this.ws = ws;
+    let wasOpen = false;
+    ws.on("unexpected-response", (req, res) => {
+      // The control plane answered the upgrade with an error (401: a revoked or unknown
+      // credential). Say what it said; keep dialling, capped: an operator may fix it.
+      let body = "";
+      res.setEncoding("utf8");
+      res.on("data", (c: string) => {
+        if (body.length < 4096) body += c;
+      });
+      res.on("end", () => {
+        this.o.log("connect refused", { url, status: res.statusCode, message: errorMessage(body) });
+        req.destroy();
+        ws.terminate();
+      });
+    });
+    ws.on("open", () => {
+      wasOpen = true;
+      this.openedAt = Date.now();
+      this.lastHeard = Date.now();
+      this.o.log("connected", { url });
+      this.beat = setInterval(() => this.heartbeat(), this.heartbeatMs);
+      this.o.handlers.onOpen((frame) => sendOn(ws, frame));
+    });
+    ws.on("message", (data, isBinary) => {
+      this.lastHeard = Date.now();
+      if (isBinary) {
+        this.o.log("frame dropped", { reason: "binary frames are not part of protocol v1" });
+        return;
+      }
+      let frame: Frame;
+      try {
+        frame = parseFrame(data.toString());
+      } catch (err) {
+        this.o.log("frame dropped", { reason: errorText(err) });
+        return;
+      }
+      if (frame.type !== "heartbeat") this.o.handlers.onFrame(frame);
+    });
+    ws.on("error", (err) => {
+      if (!wasOpen) this.o.log("connect failed", { url, error: err.message });
+      else this.o.log("socket error", { error: err.message });
+    });
+    ws.on("close", (code, reason) => {
+      clearInterval(this.beat);
+      if (this.ws === ws) this.ws = undefined;
+      if (wasOpen) {
+        const why = reason.toString() || `code ${code}`;
+        this.o.log("disconnected", { reason: why });
+        this.o.handlers.onClose(why);
+        if (Date.now() - this.openedAt >= HEALTHY_MS) this.attempt = 0;
+      }
+      if (this.stopped) return;
+      const delay = backoffDelay(this.attempt++, this.backoff);
+      this.o.log("reconnecting", { in_ms: delay });
+      this.retry = setTimeout(() => this.dial(), delay);
+    });
+  }
+
+  private heartbeat(): void {
+    const ws = this.ws;
+    if (!ws) return;
+    if (Date.now() - this.lastHeard > MISSED_HEARTBEATS_OFFLINE * this.heartbeatMs) {
+      // A half-open TCP connection looks open forever: only silence tells.
+      this.o.log("control plane silent", { missed: MISSED_HEARTBEATS_OFFLINE });
+      ws.terminate();
+      return;
+    }
+    sendOn(ws, { v: PROTOCOL_VERSION, type: "heartbeat", ts: Date.now() });
+  }
+}
+
+function sendOn(ws: WebSocket, frame: Frame): boolean {
+  if (ws.readyState !== WebSocket.OPEN) return false;
+  ws.send(JSON.stringify(frame));
+  return true;
+}
+
+function errorMessage(body: string): string {
+  try {
+    const parsed = JSON.parse(body) as { error?: { message?: string } };
+    return parsed.error?.message ?? body.slice(0, 300);
+  } catch {
+    return body.slice(0, 300);
+  }
+}
+
+export function errorText(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}

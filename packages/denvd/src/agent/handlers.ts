@@ -1,0 +1,151 @@
+import { type CommandKind, DenvError, parseEnvRef, parseVersionRef } from "@denv/spec";
+import type { CommandContext, Handler, Payload } from "./command-context.js";
+import { throwIfAborted } from "./command-context.js";
+import { execCommand } from "./exec-handler.js";
+import { filesGet, filesPut } from "./files-handlers.js";
+import { receiveSource } from "./source.js";
+import { tunnel } from "./tunnel.js";
+import { environmentResult, probeResult, versionResult } from "./wire.js";
+
+/**
+ * One handler per command kind: payload (already validated) -> Runtime call -> result JSON.
+ * Handlers pass the command id as `command`, so that everything they create in Docker carries
+ * it (ai.denv.command) and a crash can be reconciled from the labels.
+ */
+
+async function deploy(p: Payload<"env.deploy">, ctx: CommandContext): Promise<unknown> {
+  ctx.progress({ phase: "resolve source" });
+  const { inbound } = ctx.streams.open(p.source_stream);
+  const onAbort = () => inbound.fail(`stream ${p.source_stream}: ${String(ctx.signal.reason)}`);
+  ctx.signal.addEventListener("abort", onAbort, { once: true });
+  let source: Awaited<ReturnType<typeof receiveSource>>;
+  try {
+    source = await receiveSource(inbound, ctx.tmpDir);
+  } catch (err) {
+    throwIfAborted(ctx.signal);
+    throw err;
+  } finally {
+    ctx.signal.removeEventListener("abort", onAbort);
+  }
+  // The source is here: the deploy no longer depends on the connection.
+  ctx.streams.close(p.source_stream);
+  await using src = source;
+  ctx.progress({
+    line: `source: ${src.entries} entries, ${src.bytes} bytes${src.compressed ? " (gzip)" : ""}`,
+    evidence: { source: { entries: src.entries, bytes: src.bytes, compressed: src.compressed } },
+  });
+  const info = await ctx.runtime.deploy({
+    project: p.project,
+    environment: p.environment,
+    projectDir: src.dir,
+    ...(p.compose_file ? { composeFile: p.compose_file } : {}),
+    // Compose interpolation sees no variables of denvd's own process: a host's environment
+    // must not leak into (or change) what gets deployed.
+    env: {},
+    command: ctx.id,
+    onPhase: ctx.phases(true),
+  });
+  return environmentResult(info);
+}
+
+async function fork(p: Payload<"env.fork">, ctx: CommandContext): Promise<unknown> {
+  const info = await ctx.runtime.fork(p.version, {
+    name: p.name,
+    command: ctx.id,
+    onPhase: ctx.phases(true),
+  });
+  return environmentResult(info);
+}
+
+/**
+ * Rollback: the environment is replaced by a fork of `version` under the same name. Names are
+ * baked into Docker objects, so the old environment is destroyed first and the fork takes its
+ * name; the version is checked before anything is destroyed. If the fork then fails, the
+ * environment is gone (the result says so) and the version is still there to fork again.
+ */
+async function restore(p: Payload<"env.restore">, ctx: CommandContext): Promise<unknown> {
+  const { project, environment } = parseEnvRef(p.environment);
+  const version = await ctx.runtime.version(p.version);
+  if (version.project !== project) {
+    throw new DenvError(
+      "invalid_request",
+      `version ${p.version} belongs to project ${version.project}, not to ${project}`,
+    );
+  }
+  throwIfAborted(ctx.signal);
+  if (await ctx.runtime.records.getEnvironment(p.environment)) {
+    await ctx.runtime.destroy(p.environment);
+    ctx.progress({ line: `destroyed ${p.environment}; forking ${p.version} in its place` });
+  }
+  try {
+    const info = await ctx.runtime.fork(p.version, {
+      name: environment,
+      command: ctx.id,
+      onPhase: ctx.phases(true),
+    });
+    return environmentResult(info);
+  } catch (err) {
+    const e = err instanceof DenvError ? err : new DenvError("internal", (err as Error).message);
+    throw new DenvError(
+      e.code,
+      `${e.message} (${p.environment} was destroyed for the restore; fork ${p.version} again)`,
+      e.details,
+    );
+  }
+}
+
+async function snapshot(p: Payload<"env.snapshot">, ctx: CommandContext): Promise<unknown> {
+  // Not interruptible: the environment is frozen in the middle, and thawing is the snapshot's
+  // own last step.
+  const info = await ctx.runtime.snapshot(p.environment, {
+    command: ctx.id,
+    onPhase: ctx.phases(false),
+    ...(p.number !== undefined ? { number: p.number } : {}),
+  });
+  return versionResult(info, ctx.runtime.options.hostId);
+}
+
+const handlerTable: { [K in CommandKind]: Handler<K> } = {
+  "env.deploy": deploy,
+  "env.exec": execCommand,
+  "env.files.put": filesPut,
+  "env.files.get": filesGet,
+  "env.snapshot": snapshot,
+  "env.fork": fork,
+  "env.restore": restore,
+  "env.stop": async (p, ctx) => environmentResult(await ctx.runtime.stop(p.environment)),
+  "env.start": async (p, ctx) => environmentResult(await ctx.runtime.start(p.environment)),
+  "env.destroy": async (p, ctx) => {
+    await ctx.runtime.destroy(p.environment);
+    return { environment: p.environment, destroyed: true };
+  },
+  "env.probe_egress": async (p, ctx) => probeResult(await ctx.runtime.probeEgress(p.environment)),
+  "env.verify": (p, ctx) =>
+    ctx.runtime.verify(p.environment, { command: ctx.id, onPhase: ctx.phases(false) }),
+  "env.logs": async (p, ctx) => ctx.runtime.logs(p.environment, p.service, p.tail),
+  "env.connect": tunnel,
+  "version.delete": async (p, ctx) => {
+    parseVersionRef(p.version);
+    await ctx.runtime.deleteVersion(p.version);
+    return { version: p.version, deleted: true };
+  },
+  "host.gc": async (_p, ctx) => ctx.runtime.gc(),
+};
+
+export function handlerFor<K extends CommandKind>(kind: K): Handler<K> {
+  return handlerTable[kind];
+}
+
+/**
+ * Kinds that stop when their signal is aborted (cancel, deadline, lost stream). The others run
+ * to the end and report what happened: they are short, or unsafe to stop halfway.
+ */
+export const INTERRUPTIBLE = new Set<CommandKind>([
+  "env.deploy",
+  "env.fork",
+  "env.restore",
+  "env.exec",
+  "env.files.put",
+  "env.files.get",
+  "env.connect",
+]);

@@ -1,0 +1,43 @@
+import { statfs } from "node:fs/promises";
+import { availableParallelism, totalmem } from "node:os";
+import { type HelloFrame, PROTOCOL_VERSION } from "@denv/spec";
+import type { Runtime } from "../runtime.js";
+import type { Journal } from "./journal.js";
+import { DENVD_VERSION } from "./version.js";
+
+/** Free bytes on the filesystem of the state dir (where volumes and snapshots grow). */
+async function diskFree(path: string): Promise<number> {
+  const s = await statfs(path);
+  return s.bavail * s.bsize;
+}
+
+/**
+ * The first frame on every connection: who this host is, what it can take, and what it holds
+ * (environments, versions, commands not done) so that the control plane can reconcile its view.
+ */
+export async function buildHello(o: {
+  runtime: Runtime;
+  journal: Journal;
+  labels: Record<string, string>;
+}): Promise<HelloFrame> {
+  const held = await o.runtime.list();
+  return {
+    v: PROTOCOL_VERSION,
+    type: "hello",
+    host_id: o.runtime.options.hostId,
+    version: DENVD_VERSION,
+    capacity: {
+      cpus: availableParallelism(),
+      memory_bytes: totalmem(),
+      disk_free_bytes: await diskFree(o.runtime.options.stateDir),
+    },
+    labels: o.labels,
+    environments: held.environments.map((e) => ({
+      id: e.id,
+      status: e.status,
+      ...(e.parentVersion ? { parent_version: e.parentVersion } : {}),
+    })),
+    versions: held.versions.map((v) => v.id),
+    unfinished: await o.journal.unfinished(),
+  };
+}

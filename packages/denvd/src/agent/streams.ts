@@ -1,0 +1,310 @@
+import { EventEmitter } from "node:events";
+import { Readable, Writable } from "node:stream";
+import { type DataFrame, type Frame, INITIAL_WINDOW, MAX_DATA_CHUNK, PROTOCOL_VERSION } from "@denv/spec";
+
+/**
+ * Data streams over the control plane socket (exec stdin/stdout/stderr, file transfer, deploy
+ * source, TCP tunnels). Flow control is credit based, as in HTTP/2: a writer may have at most
+ * the bytes its reader granted in flight (INITIAL_WINDOW to start, more with `window` frames),
+ * and a reader grants more only as its consumer drains. So a slow reader on either side slows
+ * the writer and memory stays bounded by the window on both ends.
+ */
+
+export type SendFrame = (frame: Frame) => boolean;
+type Channel = DataFrame["channel"];
+
+/** Grants smaller than this wait, so that a fast consumer does not cause a frame per read. */
+const GRANT_THRESHOLD = Math.min(MAX_DATA_CHUNK, INITIAL_WINDOW / 4);
+
+/**
+ * Bytes from the control plane, as a Readable. Received chunks wait in a queue of our own (at
+ * most the window, by the writer's credit) and move into the Readable only when its consumer
+ * asks (_read); what moved is granted back to the writer. Granting on consumption, not on
+ * arrival, is what lets a slow consumer slow the writer down.
+ */
+export class InboundStream extends Readable {
+  private queue: Buffer[] = [];
+  private granted: number;
+  private received = 0;
+  private pulled = 0;
+  private nextSeq = 0;
+  private wanted = false;
+  private ended = false;
+  private finished = false;
+
+  constructor(
+    readonly id: string,
+    private readonly send: SendFrame,
+    window = INITIAL_WINDOW,
+  ) {
+    // A small buffer inside the Readable: the queue and the window do the bounding.
+    super({ highWaterMark: MAX_DATA_CHUNK });
+    this.granted = window;
+  }
+
+  /** Bytes received so far. */
+  get bytes(): number {
+    return this.received;
+  }
+
+  accept(frame: DataFrame): void {
+    if (this.finished || this.ended) return;
+    if (frame.seq !== this.nextSeq) {
+      this.fail(`stream ${this.id}: data frame ${frame.seq} arrived, ${this.nextSeq} was expected`);
+      return;
+    }
+    this.nextSeq++;
+    const chunk = Buffer.from(frame.data, "base64");
+    this.received += chunk.length;
+    if (this.received > this.granted) {
+      this.fail(`stream ${this.id}: the writer sent ${this.received - this.granted} bytes beyond its window`);
+      return;
+    }
+    if (chunk.length > 0) this.queue.push(chunk);
+    if (this.wanted) this.flush();
+  }
+
+  /** The writer's `end` frame: the end of the bytes, or an error. */
+  finish(error?: string): void {
+    if (this.finished || this.ended) return;
+    if (error !== undefined) this.fail(`stream ${this.id}: ${error}`);
+    else {
+      this.ended = true;
+      if (this.wanted) this.flush();
+    }
+  }
+
+  fail(message: string): void {
+    if (this.finished) return;
+    this.finished = true;
+    this.queue = [];
+    this.destroy(new Error(message));
+  }
+
+  override _read(): void {
+    this.wanted = true;
+    this.flush();
+  }
+
+  /** Hands queued chunks to the consumer while it wants more, then grants what it took. */
+  private flush(): void {
+    while (this.wanted && this.queue.length > 0) {
+      const chunk = this.queue.shift() as Buffer;
+      this.pulled += chunk.length;
+      this.wanted = this.push(chunk);
+    }
+    if (this.queue.length === 0 && this.ended && !this.finished) {
+      this.finished = true;
+      this.push(null);
+      return;
+    }
+    // Batched, except when the queue is empty: then everything consumed is granted, or a
+    // writer left with little credit could stall.
+    if (this.pulled > 0 && (this.pulled >= GRANT_THRESHOLD || this.queue.length === 0) && !this.finished) {
+      this.granted += this.pulled;
+      this.send({ v: PROTOCOL_VERSION, type: "window", stream: this.id, bytes: this.pulled });
+      this.pulled = 0;
+    }
+  }
+}
+
+/**
+ * Bytes to the control plane. `write` queues and sends as credit allows; it returns false once
+ * `highWater` bytes wait for credit (then wait for "drain"), as Writable.write does.
+ */
+export class OutboundStream extends EventEmitter {
+  private credit = INITIAL_WINDOW;
+  private queue: Array<{ channel: Channel; data: Buffer }> = [];
+  private queued = 0;
+  private seq = 0;
+  private needDrain = false;
+  private ending: { error?: string } | undefined;
+  private closed = false;
+  private resolveDone!: () => void;
+  /** Settles when the end frame was sent (or the stream was dropped). */
+  readonly done: Promise<void> = new Promise((r) => {
+    this.resolveDone = r;
+  });
+  /** Largest number of bytes that waited here for credit. */
+  maxQueued = 0;
+  sent: Record<Channel, number> = { stdin: 0, stdout: 0, stderr: 0, tunnel: 0, file: 0 };
+
+  constructor(
+    readonly id: string,
+    private readonly send: SendFrame,
+    private readonly highWater = MAX_DATA_CHUNK,
+  ) {
+    super();
+  }
+
+  write(channel: Channel, data: Buffer): boolean {
+    if (this.closed || this.ending) return false;
+    if (data.length > 0) {
+      this.queue.push({ channel, data });
+      this.queued += data.length;
+      this.maxQueued = Math.max(this.maxQueued, this.queued);
+      this.pump();
+    }
+    const ok = this.queued < this.highWater;
+    if (!ok) this.needDrain = true;
+    return ok;
+  }
+
+  grant(bytes: number): void {
+    this.credit += bytes;
+    this.pump();
+  }
+
+  /** Sends what is queued (as credit comes), then the end frame. */
+  end(error?: string): Promise<void> {
+    if (!this.ending && !this.closed) {
+      this.ending = error === undefined ? {} : { error };
+      this.pump();
+    }
+    return this.done;
+  }
+
+  /** Ends at once with an error: what waits for credit is dropped. */
+  abort(error: string): void {
+    if (this.closed) return;
+    this.queue = [];
+    this.queued = 0;
+    this.send({ v: PROTOCOL_VERSION, type: "end", stream: this.id, error });
+    this.close();
+  }
+
+  /** Drops the stream without an end frame (the connection is gone). */
+  drop(): void {
+    this.queue = [];
+    this.queued = 0;
+    this.close();
+  }
+
+  /** A Writable over one channel, for pipeline() users (files, tunnels). */
+  writable(channel: Channel): Writable {
+    return new Writable({
+      highWaterMark: this.highWater,
+      write: (chunk: Buffer, _enc, cb) => {
+        if (this.closed) cb(new Error(`stream ${this.id} is closed`));
+        else if (this.write(channel, chunk)) cb();
+        else this.once("drain", () => cb());
+      },
+      final: (cb) => {
+        void this.end().then(() => cb());
+      },
+    });
+  }
+
+  private pump(): void {
+    while (this.queue.length > 0 && this.credit > 0 && !this.closed) {
+      const head = this.queue[0] as { channel: Channel; data: Buffer };
+      const n = Math.min(head.data.length, this.credit, MAX_DATA_CHUNK);
+      const chunk = head.data.subarray(0, n);
+      head.data = head.data.subarray(n);
+      if (head.data.length === 0) this.queue.shift();
+      this.queued -= n;
+      this.credit -= n;
+      this.sent[head.channel] += n;
+      this.send({
+        v: PROTOCOL_VERSION,
+        type: "data",
+        stream: this.id,
+        seq: this.seq++,
+        channel: head.channel,
+        data: chunk.toString("base64"),
+      });
+    }
+    if (this.needDrain && this.queued < this.highWater) {
+      this.needDrain = false;
+      this.emit("drain");
+    }
+    if (this.ending && this.queue.length === 0 && !this.closed) {
+      this.send({
+        v: PROTOCOL_VERSION,
+        type: "end",
+        stream: this.id,
+        ...(this.ending.error !== undefined ? { error: this.ending.error } : {}),
+      });
+      this.close();
+    }
+  }
+
+  private close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    // Writers waiting for credit must not wait forever.
+    this.emit("drain");
+    this.resolveDone();
+  }
+}
+
+const CLOSED_REMEMBERED = 10_000;
+
+interface StreamPair {
+  inbound: InboundStream;
+  outbound: OutboundStream;
+}
+
+/**
+ * The open streams of one connection, by id. A stream id names both directions (exec: stdin in,
+ * stdout/stderr out). A stream may see frames before its command is handled (the command is
+ * journalled first), so an entry is made on first sight; the window bounds what it can hold.
+ */
+export class StreamRegistry {
+  private streams = new Map<string, StreamPair>();
+  private closed = new Set<string>();
+
+  constructor(private readonly send: SendFrame) {}
+
+  open(id: string): StreamPair {
+    let pair = this.streams.get(id);
+    if (!pair) {
+      pair = { inbound: new InboundStream(id, this.send), outbound: new OutboundStream(id, this.send) };
+      // A consumer that gave up must not turn a late frame into an unhandled error.
+      pair.inbound.on("error", () => undefined);
+      this.streams.set(id, pair);
+    }
+    return pair;
+  }
+
+  /** Routes a data, window or end frame; frames of a closed stream are dropped. */
+  route(frame: Extract<Frame, { type: "data" | "window" | "end" }>): void {
+    if (this.closed.has(frame.stream)) return;
+    const pair = this.open(frame.stream);
+    if (frame.type === "data") pair.inbound.accept(frame);
+    else if (frame.type === "window") pair.outbound.grant(frame.bytes);
+    else pair.inbound.finish(frame.error);
+  }
+
+  /** The stream is open (not closed by its command, nor failed with the connection). */
+  has(id: string): boolean {
+    return this.streams.has(id);
+  }
+
+  /** Forgets a stream once its command is done with it. */
+  close(id: string): void {
+    const pair = this.streams.get(id);
+    this.closed.add(id);
+    // Late frames of old streams are rare: remembering the recent ids is enough.
+    if (this.closed.size > CLOSED_REMEMBERED) {
+      for (const old of this.closed) {
+        this.closed.delete(old);
+        break;
+      }
+    }
+    this.streams.delete(id);
+    if (!pair) return;
+    if (!pair.inbound.readableEnded) pair.inbound.fail(`stream ${id} closed`);
+    pair.outbound.drop();
+  }
+
+  /** The connection dropped: every stream fails, and their commands with them. */
+  failAll(reason: string): void {
+    for (const [id, pair] of this.streams) {
+      pair.inbound.fail(`stream ${id}: ${reason}`);
+      pair.outbound.drop();
+    }
+    this.streams.clear();
+    this.closed.clear();
+  }
+}

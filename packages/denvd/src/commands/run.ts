@@ -1,0 +1,41 @@
+import { startDaemon } from "../agent/daemon.js";
+import { readHostFile } from "../agent/host-file.js";
+import type { Log } from "../agent/log.js";
+import { type DenvdConfig, redact } from "../config.js";
+import { Runtime } from "../runtime.js";
+import type { Output } from "./output.js";
+
+/**
+ * `denvd run`: the sidecar. Opens the runtime (which collects what this host no longer owns),
+ * reconciles the journal, dials the control plane and serves commands until SIGTERM/SIGINT.
+ */
+export async function run(config: DenvdConfig, out: Output, log: Log): Promise<number> {
+  const host = await readHostFile(config.stateDir).catch((err: Error) => err);
+  if (host instanceof Error) return out.fail(host.message);
+  // Installed first: a signal during start-up stops denvd once it is up, cleanly.
+  const stopping = new Promise<NodeJS.Signals>((resolve) => {
+    process.once("SIGTERM", () => resolve("SIGTERM"));
+    process.once("SIGINT", () => resolve("SIGINT"));
+  });
+  log("starting", { host: host.host_id, target: host.target, config: redact(config) });
+  const runtime = await Runtime.open({
+    hostId: host.host_id,
+    stateDir: config.stateDir,
+    dockerSocket: config.dockerSocket,
+    storeMethod: config.store,
+    log: (line) => log("runtime", { line }),
+  });
+  log("runtime open", { store: runtime.store.method });
+  const daemon = await startDaemon({
+    runtime,
+    host: { url: config.url ?? host.url, credential: host.credential },
+    labels: config.labels,
+    log,
+  });
+  const signal = await stopping;
+  log("stopping", { signal });
+  await daemon.stop();
+  await runtime.close();
+  log("stopped");
+  return 0;
+}

@@ -1,0 +1,105 @@
+import { z } from "zod";
+
+/**
+ * denvd's configuration: one schema for flags and environment variables, parsed once by
+ * main.ts. A flag wins over its variable, a variable over the default. Nothing else in denvd
+ * reads process.env: modules take what they need from the parsed object.
+ */
+
+/** `k=v,k=v` (DENVD_LABELS) or repeated `--label k=v`. */
+function parseLabels(items: readonly string[], source: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const item of items) {
+    const eq = item.indexOf("=");
+    const key = eq > 0 ? item.slice(0, eq).trim() : "";
+    if (!/^[a-zA-Z0-9][a-zA-Z0-9._/-]*$/.test(key)) {
+      throw new ConfigError(`${source}: label '${item}' is not key=value (keys: letters, digits, . _ / -)`);
+    }
+    out[key] = item.slice(eq + 1).trim();
+  }
+  return out;
+}
+
+const StoreMethodSetting = z.enum(["auto", "btrfs", "copy"]);
+
+export const DenvdConfig = z.object({
+  /** Records, the journal, the volume store and host.json (DENVD_STATE_DIR). */
+  stateDir: z.string().min(1).default("/var/lib/denvd"),
+  /** DENVD_DOCKER_SOCKET */
+  dockerSocket: z.string().min(1).default("/var/run/docker.sock"),
+  /** DENVD_STORE: btrfs loop file, plain copies, or btrfs when it works (auto). */
+  store: StoreMethodSetting.default("auto"),
+  /** Placement labels this host announces (DENVD_LABELS, --label). */
+  labels: z.record(z.string(), z.string()).default({}),
+  /** The control plane (DENVD_URL): where `join` goes; for `run`, overrides host.json's url. */
+  url: z.url({ protocol: /^https?$/, error: "must be an http:// or https:// URL" }).optional(),
+  /** The join token (DENVD_TOKEN, --token). A secret: never logged. */
+  joinToken: z.string().min(1).optional(),
+  /** The name this host asks for when joining (DENVD_NAME, --name). */
+  name: z.string().min(1).optional(),
+  /** Print one JSON object on stdout instead of text. */
+  json: z.boolean().default(false),
+  /** join: replace an existing host.json. */
+  force: z.boolean().default(false),
+});
+export type DenvdConfig = z.infer<typeof DenvdConfig>;
+
+/** Flags as node:util parseArgs returns them (kebab-case names). */
+export interface Flags {
+  "state-dir"?: string;
+  "docker-socket"?: string;
+  store?: string;
+  label?: string[];
+  url?: string;
+  token?: string;
+  name?: string;
+  json?: boolean;
+  force?: boolean;
+}
+
+export class ConfigError extends Error {
+  override name = "ConfigError";
+}
+
+/** Which flag or variable a config field comes from, for error messages. */
+const SOURCES: Record<string, string> = {
+  stateDir: "--state-dir / DENVD_STATE_DIR",
+  dockerSocket: "--docker-socket / DENVD_DOCKER_SOCKET",
+  store: "--store / DENVD_STORE",
+  labels: "--label / DENVD_LABELS",
+  url: "--url / DENVD_URL",
+  joinToken: "--token / DENVD_TOKEN",
+  name: "--name / DENVD_NAME",
+};
+
+export function loadConfig(flags: Flags, env: Readonly<Record<string, string | undefined>>): DenvdConfig {
+  const nonEmpty = (v: string | undefined) => (v === undefined || v === "" ? undefined : v);
+  const envLabels = nonEmpty(env.DENVD_LABELS)
+    ? parseLabels((env.DENVD_LABELS as string).split(",").filter(Boolean), "DENVD_LABELS")
+    : {};
+  const raw = {
+    stateDir: flags["state-dir"] ?? nonEmpty(env.DENVD_STATE_DIR),
+    dockerSocket: flags["docker-socket"] ?? nonEmpty(env.DENVD_DOCKER_SOCKET),
+    store: flags.store ?? nonEmpty(env.DENVD_STORE),
+    labels: { ...envLabels, ...parseLabels(flags.label ?? [], "--label") },
+    url: (flags.url ?? nonEmpty(env.DENVD_URL))?.replace(/\/+$/, ""),
+    joinToken: flags.token ?? nonEmpty(env.DENVD_TOKEN),
+    name: flags.name ?? nonEmpty(env.DENVD_NAME),
+    json: flags.json ?? false,
+    force: flags.force ?? false,
+  };
+  const parsed = DenvdConfig.safeParse(raw);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => {
+      const key = String(i.path[0] ?? "");
+      return `${SOURCES[key] ?? key}: ${i.message}`;
+    });
+    throw new ConfigError(`invalid configuration: ${lines.join("; ")}`);
+  }
+  return parsed.data;
+}
+
+/** The configuration as it may be logged: secrets replaced. */
+export function redact(config: DenvdConfig): Record<string, unknown> {
+  return { ...config, ...(config.joinToken ? { joinToken: "[redacted]" } : {}) };
+}

@@ -1,0 +1,96 @@
+#!/usr/bin/env node
+import { parseArgs } from "node:util";
+import { streamLog } from "./agent/log.js";
+import { DENVD_VERSION } from "./agent/version.js";
+import { doctor } from "./commands/doctor.js";
+import { join } from "./commands/join.js";
+import { output } from "./commands/output.js";
+import { run } from "./commands/run.js";
+import { status } from "./commands/status.js";
+import { USAGE } from "./commands/usage.js";
+import { ConfigError, type Flags, loadConfig } from "./config.js";
+
+/**
+ * denvd's composition root: argv -> verb, flags + environment -> config (parsed once, here),
+ * then the verb's module. Exit codes: 0 done, 1 failed, 2 usage.
+ */
+
+const common = { "state-dir": { type: "string" }, json: { type: "boolean" } } as const;
+const VERBS = {
+  join: {
+    options: {
+      ...common,
+      url: { type: "string" },
+      token: { type: "string" },
+      name: { type: "string" },
+      label: { type: "string", multiple: true },
+      force: { type: "boolean" },
+    },
+  },
+  run: {
+    options: {
+      "state-dir": { type: "string" },
+      "docker-socket": { type: "string" },
+      store: { type: "string" },
+      label: { type: "string", multiple: true },
+      url: { type: "string" },
+    },
+  },
+  status: { options: common },
+  doctor: { options: { ...common, "docker-socket": { type: "string" } } },
+} as const;
+type Verb = keyof typeof VERBS;
+
+async function main(argv: string[]): Promise<number> {
+  const [verb, ...rest] = argv;
+  if (verb === undefined || verb === "--help" || verb === "-h" || verb === "help") {
+    process.stdout.write(USAGE);
+    return verb === undefined ? 2 : 0;
+  }
+  if (verb === "--version") {
+    process.stdout.write(`${DENVD_VERSION}\n`);
+    return 0;
+  }
+  if (!(verb in VERBS)) {
+    process.stderr.write(`denvd: unknown command '${verb}'\n\n${USAGE}`);
+    return 2;
+  }
+  if (rest.includes("--help") || rest.includes("-h")) {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  let flags: Flags;
+  try {
+    flags = parseArgs({ args: rest, options: VERBS[verb as Verb].options, strict: true }).values as Flags;
+  } catch (err) {
+    process.stderr.write(`denvd ${verb}: ${(err as Error).message}\n`);
+    return 2;
+  }
+  const out = output(flags.json ?? false, process.stdout, process.stderr);
+  let config: ReturnType<typeof loadConfig>;
+  try {
+    config = loadConfig(flags, process.env);
+  } catch (err) {
+    if (err instanceof ConfigError) return out.fail(err.message, 2);
+    throw err;
+  }
+  const log = streamLog(process.stderr);
+  switch (verb as Verb) {
+    case "join":
+      return join(config, out);
+    case "run":
+      return run(config, out, log);
+    case "status":
+      return status(config, out);
+    case "doctor":
+      return doctor(config, out);
+  }
+}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    process.stderr.write(`denvd: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.exit(1);
+  },
+);
