@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { ExecRequest } from "./exec.js";
 
 /**
  * The REST API's resources (JSON, snake_case), shared by the control plane (which validates its
@@ -181,6 +182,8 @@ export const JoinToken = z.object({
 
 export const JoinRequest = z.object({
   token: z.string(),
+  /** The target the host means to join; a token of another target is then refused as not valid. */
+  target: z.string().optional(),
   /** The host's own name (becomes its id when free). */
   name: z.string().optional(),
   labels: z.record(z.string(), z.string()).default({}),
@@ -243,3 +246,61 @@ export const ExecResponse = z.object({
   duration_ms: z.number().int(),
 });
 export type ExecResponse = z.infer<typeof ExecResponse>;
+
+// ---- added with the control plane: list envelopes and the remaining route shapes ----
+
+export const Health = z.object({ ok: z.literal(true) });
+
+export const WhoAmI = z.object({
+  id: z.string(),
+  name: z.string(),
+  role: z.enum(["admin", "member"]),
+  project: z.string().optional(),
+});
+export type WhoAmI = z.infer<typeof WhoAmI>;
+
+export const CreateTarget = z.object({ name: z.string(), kind: TargetKind });
+
+/** JSON body of POST /v1/projects/:project/deploy for a project that deploys from its repo. */
+export const DeployGitRequest = z.object({ git_ref: z.string() });
+
+export const TokenList = z.object({ tokens: z.array(ApiToken) });
+export const ProjectList = z.object({ projects: z.array(Project) });
+export const DeploymentList = z.object({ deployments: z.array(Deployment) });
+export const EnvironmentList = z.object({ environments: z.array(Environment) });
+export const SandboxList = z.object({ sandboxes: z.array(Environment) });
+export const VersionList = z.object({ versions: z.array(Version) });
+export const TargetList = z.object({ targets: z.array(Target) });
+export const HostList = z.object({ hosts: z.array(Host) });
+
+/** PUT .../files: what the host extracted. */
+export const FilesPutResponse = z.object({ entries: z.number().int(), bytes: z.number().int() });
+
+export const LogsResponse = z.object({ stdout: z.string(), stderr: z.string() });
+
+/** The egress probe's result (protection 5). `findings` are EgressFindings lines. */
+export const ProbeResult = z.object({
+  ok: z.boolean(),
+  findings: z.array(z.string()),
+  network: z.record(z.string(), z.unknown()).optional(),
+  services: z.array(z.record(z.string(), z.unknown())).optional(),
+  duration_ms: z.number().optional(),
+});
+export type ProbeResult = z.infer<typeof ProbeResult>;
+
+/** Client -> cp text frames of the exec stream WebSocket. */
+export const ExecStreamClientFrame = z.discriminatedUnion("type", [
+  z.object({ type: z.literal("start"), exec: ExecRequest }),
+  z.object({ type: z.literal("stdin"), data: z.string() }),
+  z.object({ type: z.literal("stdin_end") }),
+]);
+export type ExecStreamClientFrame = z.infer<typeof ExecStreamClientFrame>;
+
+/** cp -> client text frames of the exec stream WebSocket; `exit` is last (its output fields are empty). */
+export const ExecStreamServerFrame = z.discriminatedUnion("type", [
+  z.object({ type: z.literal("stdout"), data: z.string() }),
+  z.object({ type: z.literal("stderr"), data: z.string() }),
+  z.object({ type: z.literal("exit"), result: ExecResponse }),
+  z.object({ type: z.literal("error"), error: ErrorResponse.shape.error }),
+]);
+export type ExecStreamServerFrame = z.infer<typeof ExecStreamServerFrame>;

@@ -289,3 +289,27 @@ export const RefusedServiceKeys: Readonly<Record<string, string>> = {
   provider: ComposeReasons.notSupported("provider services are"),
   models: ComposeReasons.notSupported("models are"),
 };
+
+/** POST /v1/hosts/join refusals (401), exactly these strings. */
+export const JoinTokenMessages = {
+  invalid: "join token is not valid",
+  expired: "join token is expired",
+  usedUp: "join token is used up",
+} as const;
+
+/** Refusals and failures of the control plane that docs quote. */
+export const ControlPlaneMessages = {
+  targetKindNotAvailable: (kind: string) => `target kind ${kind} is not available yet`,
+  gitRefNotAvailable:
+    "deploying from a git ref is not available yet: upload the project folder as a tar (denv deploy does this)",
+  noOnlineHost: (target: string) =>
+    `no online host in target '${target}': join one with denvd join --url URL --token TOKEN`,
+  hostOffline: (host: string) =>
+    `host ${host} is offline: its environments are unreachable until denvd reconnects`,
+  versionInUse: (version: string, environments: readonly string[]) =>
+    `version ${version} is in use by ${environments.join(", ")}: destroy those environments first`,
+  projectHasEnvironments: (project: string, count: number) =>
+    `project ${project} has ${count} environment(s): destroy them first`,
+  resumeTimedOut: (host: string, seconds: number) =>
+    `host ${host} did not answer within ${seconds}s after the control plane restarted; the deployment is failed`,
+} as const;

@@ -1,0 +1,110 @@
+import { homedir } from "node:os";
+import { join } from "node:path";
+import { z } from "zod";
+
+/**
+ * denv-cp's configuration: one schema for flags and environment variables (flags win), parsed
+ * once in main.ts. startControlPlane() takes the same schema's input, so `denv up` and tests
+ * configure the cp exactly as the binary does. docs/reference/config.md lists every setting.
+ */
+
+const NumberSetting = (min: number) => z.coerce.number().int().min(min);
+
+const CommaList = z
+  .union([z.string(), z.array(z.string())])
+  .transform((v) => (Array.isArray(v) ? v : v.split(",")).map((s) => s.trim()).filter((s) => s !== ""));
+
+export const CpConfig = z.object({
+  /** host:port to listen on; port 0 picks a free port. */
+  listen: z
+    .string()
+    .regex(/^(\[[0-9a-fA-F:]+\]|[^:\s]+):\d+$/, "expected HOST:PORT")
+    .default("127.0.0.1:8420"),
+  dataDir: z
+    .string()
+    .min(1)
+    .default(join(homedir(), ".local", "share", "denv", "cp")),
+  /** A SQLite file path (default <data-dir>/denv.db) or a postgres:// URL. */
+  databaseUrl: z.string().min(1).optional(),
+  /** The URL hosts and clients reach the cp at (default http://<listen>). */
+  publicUrl: z.url().optional(),
+  /** Allowed browser origins for CORS; empty: CORS off. */
+  corsOrigins: CommaList.default([]),
+  /** Where the first start writes the admin token (mode 0600). */
+  adminTokenFile: z.string().min(1).optional(),
+  sandboxSweepMs: NumberSetting(100).default(30_000),
+  /** Versions kept per project by the retention policy (0: keep all). */
+  retainVersions: NumberSetting(0).default(20),
+  /** How long one host command of a deployment may take. */
+  commandTimeoutMs: NumberSetting(1_000).default(30 * 60_000),
+  /** After a restart, how long a resumed deployment waits for its host's answer. */
+  resumeTimeoutMs: NumberSetting(100).default(10 * 60_000),
+  /** Largest deploy upload accepted. */
+  maxSourceBytes: NumberSetting(1).default(4 * 1024 ** 3),
+  logLevel: z.enum(["debug", "info", "warn", "error", "silent"]).default("info"),
+});
+export type CpConfig = z.output<typeof CpConfig>;
+export type CpConfigInput = z.input<typeof CpConfig>;
+
+/** Each setting's flag and environment variable (the docs table is checked against this). */
+export const SETTINGS: ReadonlyArray<{
+  key: keyof CpConfigInput;
+  flag: string;
+  env: string;
+  secret?: boolean;
+}> = [
+  { key: "listen", flag: "--listen", env: "DENV_CP_LISTEN" },
+  { key: "dataDir", flag: "--data-dir", env: "DENV_CP_DATA_DIR" },
+  { key: "databaseUrl", flag: "--database-url", env: "DENV_CP_DATABASE_URL", secret: true },
+  { key: "publicUrl", flag: "--public-url", env: "DENV_CP_PUBLIC_URL" },
+  { key: "corsOrigins", flag: "--cors-origins", env: "DENV_CP_CORS_ORIGINS" },
+  { key: "adminTokenFile", flag: "--admin-token-file", env: "DENV_CP_ADMIN_TOKEN_FILE" },
+  { key: "sandboxSweepMs", flag: "--sandbox-sweep-ms", env: "DENV_CP_SANDBOX_SWEEP_MS" },
+  { key: "retainVersions", flag: "--retain-versions", env: "DENV_CP_RETAIN_VERSIONS" },
+  { key: "commandTimeoutMs", flag: "--command-timeout-ms", env: "DENV_CP_COMMAND_TIMEOUT_MS" },
+  { key: "resumeTimeoutMs", flag: "--resume-timeout-ms", env: "DENV_CP_RESUME_TIMEOUT_MS" },
+  { key: "maxSourceBytes", flag: "--max-source-bytes", env: "DENV_CP_MAX_SOURCE_BYTES" },
+  { key: "logLevel", flag: "--log-level", env: "DENV_CP_LOG_LEVEL" },
+];
+
+/** Flags (`--x v` or `--x=v`) over environment variables over defaults. */
+export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): CpConfig {
+  const raw: Record<string, string> = {};
+  for (const s of SETTINGS) {
+    const v = env[s.env];
+    if (v !== undefined && v !== "") raw[s.key] = v;
+  }
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i] as string;
+    const [flag, inline] = arg.split(/=(.*)/s, 2) as [string, string | undefined];
+    const s = SETTINGS.find((x) => x.flag === flag);
+    if (!s) throw new Error(`unknown flag ${flag}; denv-cp --help lists the flags`);
+    const value = inline ?? argv[++i];
+    if (value === undefined) throw new Error(`flag ${flag} needs a value`);
+    raw[s.key] = value;
+  }
+  return CpConfig.parse(raw);
+}
+
+/** The database URL and the admin token file, with their defaults under the data directory. */
+export function resolvePaths(c: CpConfig): { databaseUrl: string; adminTokenFile: string } {
+  return {
+    databaseUrl: c.databaseUrl ?? join(c.dataDir, "denv.db"),
+    adminTokenFile: c.adminTokenFile ?? join(c.dataDir, "admin-token"),
+  };
+}
+
+/** The configuration as it may be logged: a database password never is. */
+export function redactConfig(c: CpConfig): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...c };
+  for (const s of SETTINGS) {
+    const v = out[s.key];
+    if (s.secret && typeof v === "string") out[s.key] = v.replace(/\/\/([^:/@]+):[^@]*@/, "//$1:***@");
+  }
+  return out;
+}
+
+export function usage(): string {
+  const lines = SETTINGS.map((s) => `  ${s.flag.padEnd(22)} ${s.env}`);
+  return `usage: denv-cp [flags]\n\nflags (and their environment variables):\n${lines.join("\n")}\n`;
+}

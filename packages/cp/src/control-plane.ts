@@ -1,0 +1,159 @@
+import { mkdir, readdir, rm } from "node:fs/promises";
+import { join } from "node:path";
+import { type App, buildApp } from "./app.js";
+import { CpConfig, type CpConfigInput, resolvePaths } from "./config.js";
+import { DeploymentEngine } from "./engine/engine.js";
+import { DeploymentEvents } from "./engine/events.js";
+import { Placer } from "./engine/placement.js";
+import { Metrics } from "./http/metrics.js";
+import { HostHub } from "./hub/hub.js";
+import { errorMessage, jsonLog, type Log } from "./log.js";
+import type { Principal } from "./services/access.js";
+import { AuthService } from "./services/auth-service.js";
+import type { Services } from "./services/container.js";
+import { DeploymentService } from "./services/deployment-service.js";
+import { EnvironmentService } from "./services/environment-service.js";
+import { HostService } from "./services/host-service.js";
+import { ProjectService } from "./services/project-service.js";
+import { SandboxService } from "./services/sandbox-service.js";
+import { TargetService } from "./services/target-service.js";
+import { VersionService } from "./services/version-service.js";
+import { openStore } from "./store/open-store.js";
+
+export type ControlPlaneOptions = CpConfigInput & {
+  /** Logger (default: JSON lines on stderr at the configured level). */
+  log?: Log;
+  /** Heartbeat interval of host streams (tests shorten it). */
+  heartbeatMs?: number;
+};
+
+export interface ControlPlane {
+  /** Where the API listens (http://host:port). */
+  url: string;
+  /** The admin token (read from, or written to, the admin token file). */
+  adminToken: string;
+  /** Stops gracefully: running deployments stay running in the store and resume at the next start. */
+  close(): Promise<void>;
+}
+
+/** The identity the sandbox sweeper acts as. */
+const SWEEPER: Principal = { tokenId: "system", name: "sandbox sweeper", role: "admin" };
+
+/** Starts denv-cp in this process: store, hub, engine, HTTP; resumes unfinished deployments. */
+export async function startControlPlane(options: ControlPlaneOptions): Promise<ControlPlane> {
+  const config = CpConfig.parse(options);
+  const log = options.log ?? jsonLog(config.logLevel);
+  const paths = resolvePaths(config);
+  await mkdir(config.dataDir, { recursive: true, mode: 0o700 });
+  const spoolDir = join(config.dataDir, "spool");
+
+  const store = await openStore(paths.databaseUrl);
+  const hosts = new HostService(store, log);
+  const hub = new HostHub({
+    lifecycle: hosts,
+    log,
+    ...(options.heartbeatMs ? { heartbeatMs: options.heartbeatMs } : {}),
+  });
+  const auth = new AuthService(store);
+  const targets = new TargetService(store);
+  await hosts.markAllOffline();
+  await targets.ensureLocal();
+  const adminToken = await auth.ensureAdminToken(paths.adminTokenFile);
+
+  const versions = new VersionService(store, hub, log, {
+    retain: config.retainVersions,
+    commandTimeoutMs: config.commandTimeoutMs,
+  });
+  const engine = new DeploymentEngine({
+    store,
+    hub,
+    placer: new Placer(store, hub),
+    events: new DeploymentEvents(),
+    log,
+    commandTimeoutMs: config.commandTimeoutMs,
+    resumeTimeoutMs: config.resumeTimeoutMs,
+    afterVersion: (project) => versions.applyRetention(project),
+  });
+  const projects = new ProjectService(store, versions);
+  const deployments = new DeploymentService(store, engine, projects, {
+    spoolDir,
+    maxSourceBytes: config.maxSourceBytes,
+  });
+  const [host, port] = splitListen(config.listen);
+  const services: Services = {
+    store,
+    hub,
+    metrics: new Metrics(),
+    auth,
+    projects,
+    environments: new EnvironmentService(store, hub, projects, config.commandTimeoutMs),
+    deployments,
+    versions,
+    sandboxes: new SandboxService(store, deployments, log),
+    targets,
+    hosts,
+    publicUrl: config.publicUrl ?? `http://${config.listen}`,
+  };
+
+  let app: App;
+  try {
+    app = await buildApp({ services, log, corsOrigins: config.corsOrigins });
+    await app.fastify.listen({ host, port });
+  } catch (err) {
+    await hub.close();
+    await store.close();
+    throw err;
+  }
+  const address = app.fastify.server.address();
+  const actualPort = typeof address === "object" && address ? address.port : port;
+  const url = `http://${host.includes(":") && !host.startsWith("[") ? `[${host}]` : host}:${actualPort}`;
+  if (!config.publicUrl) services.publicUrl = url;
+
+  await removeStaleSpools(spoolDir, store);
+  const resumed = await engine.resumeAll();
+  const sweeper = setInterval(() => {
+    services.sandboxes
+      .sweep(SWEEPER)
+      .catch((err: unknown) => log.warn("sandbox sweep failed", { error: errorMessage(err) }));
+  }, config.sandboxSweepMs);
+  sweeper.unref();
+  log.info("control plane started", { url, resumed });
+
+  let closed: Promise<void> | undefined;
+  return {
+    url,
+    adminToken,
+    close: () => {
+      closed ??= (async () => {
+        clearInterval(sweeper);
+        // The engine stops first so the commands the hub abandons leave deployments resumable.
+        const drained = engine.shutdown();
+        await hub.close();
+        await drained;
+        await app.fastify.close();
+        await store.close();
+        log.info("control plane stopped");
+      })();
+      return closed;
+    },
+  };
+}
+
+function splitListen(listen: string): [string, number] {
+  const i = listen.lastIndexOf(":");
+  return [listen.slice(0, i).replace(/^\[|\]$/g, ""), Number(listen.slice(i + 1))];
+}
+
+/** Spooled sources of deployments that ended while the cp was down are not kept. */
+async function removeStaleSpools(dir: string, store: Services["store"]): Promise<void> {
+  let names: string[];
+  try {
+    names = await readdir(dir);
+  } catch {
+    return;
+  }
+  const open = new Set((await store.listDeployments({ statuses: ["queued", "running"] })).map((d) => d.id));
+  for (const n of names) {
+    if (!open.has(n.replace(/\.(tar|upload)$/, ""))) await rm(join(dir, n), { force: true });
+  }
+}

@@ -1,0 +1,32 @@
+import { readFile } from "node:fs/promises";
+import { ControlPlaneMessages, type DeploymentKind, Phases } from "@denv/spec";
+import { describe, expect, it } from "vitest";
+import { SETTINGS } from "./config.js";
+
+const read = (page: string) => readFile(new URL(`../../../docs/reference/${page}`, import.meta.url), "utf8");
+
+describe("docs/reference pages of the control plane", () => {
+  it("config.md documents every flag and environment variable", async () => {
+    const doc = await read("config.md");
+    for (const s of SETTINGS) {
+      expect(doc, s.flag).toContain(`\`${s.flag}\``);
+      expect(doc, s.env).toContain(`\`${s.env}\``);
+    }
+  });
+
+  it("deployments.md lists every kind's phases in order", async () => {
+    const doc = await read("deployments.md");
+    const flat = doc.replace(/\s+/g, " ");
+    // The deploy table, row by row.
+    const rows = [...doc.matchAll(/^\| `([a-z ]+)` +\| (cp|host) /gm)].map((m) => m[1]);
+    expect(rows.slice(0, Phases.deploy.length)).toEqual(Phases.deploy);
+    expect(rows.slice(Phases.deploy.length)).toEqual(Phases.fork);
+    for (const kind of ["rollback", "snapshot", "verify", "start"] as DeploymentKind[]) {
+      expect(flat.includes(Phases[kind].map((p) => `\`${p}\``).join(", ")), kind).toBe(true);
+    }
+    expect(flat.includes(ControlPlaneMessages.noOnlineHost("local"))).toBe(true);
+    expect(
+      flat.includes(ControlPlaneMessages.resumeTimedOut("<host>", "<seconds>" as unknown as number)),
+    ).toBe(true);
+  });
+});

@@ -1,0 +1,95 @@
+import { createReadStream } from "node:fs";
+import { rm } from "node:fs/promises";
+import { z } from "zod";
+import { DeployState, PlacementValue } from "../requests.js";
+import {
+  destroyQuietly,
+  environmentResult,
+  fromHost,
+  hostEnvName,
+  type KindRunner,
+  pendingEnvironment,
+} from "./common.js";
+import { recordVersion, switchTo } from "./switch.js";
+
+const HOST_PHASES = ["validate", "build", "start", "health", "probe"] as const;
+
+/**
+ * deploy: the uploaded source is streamed to the placed host, which validates, builds and starts
+ * it as a new host environment next to the running one; the cp snapshots it as the next version
+ * and switches PROJECT/ENV to it, then destroys the previous host environment.
+ */
+export const deploy: KindRunner = {
+  async run(ctx) {
+    const req = ctx.request(DeployState);
+    const { store, placer } = ctx.deps;
+    const project = ctx.d.project;
+    await ctx.memo("env", z.boolean(), async () => {
+      if (await store.getEnvironment(ctx.d.environment)) return false;
+      await store.putEnvironment(pendingEnvironment(ctx.d.environment));
+      return true;
+    });
+    const place = await ctx.cpPhase("place", PlacementValue, async () => {
+      const p = await placer.place({ target: req.target, project });
+      return {
+        value: { hostId: p.hostId, reason: p.reason },
+        evidence: { host: p.hostId, reason: p.reason, candidates: p.candidates },
+      };
+    });
+    ctx.d.hostId = place.hostId;
+    const hostEnv = hostEnvName(ctx.d.environment.split("/")[1] ?? "alpha", ctx.d.id);
+    const created = await ctx.command(
+      "deploy",
+      place.hostId,
+      "env.deploy",
+      (stream) => ({ project, environment: hostEnv, source_stream: stream, compose_file: req.compose_file }),
+      {
+        phases: HOST_PHASES,
+        upload: () => createReadStream(req.spool),
+        evidence: (r) => ({
+          build: { digests: Object.fromEntries(r.services.map((s) => [s.name, s.image_id])) },
+          start: { containers: Object.fromEntries(r.services.map((s) => [s.name, s.container_id])) },
+        }),
+      },
+    );
+    const number = await ctx.memo("version-number", z.number(), () => store.nextVersionNumber(project));
+    const version = await ctx.command(
+      "snapshot",
+      place.hostId,
+      "env.snapshot",
+      { environment: `${project}/${hostEnv}`, number },
+      {
+        phases: [],
+        within: "snapshot",
+        evidence: (v) => ({
+          snapshot: { version: v.id, method: v.method, sizes: v.sizes, timings: v.timings },
+        }),
+      },
+    );
+    await recordVersion(ctx, version, place.hostId);
+    const env = await switchTo(ctx, (base) =>
+      fromHost(base, created, { hostId: place.hostId, hostEnv, version: version.id }),
+    );
+    await ctx.deps.afterVersion(project);
+    return environmentResult(env);
+  },
+
+  async cleanup(ctx) {
+    const hostId = ctx.d.hostId;
+    // Once placed, the host may hold a half-built environment (a host that never got the
+    // command answers not_found, which is fine).
+    if (hostId) {
+      const hostEnv = hostEnvName(ctx.d.environment.split("/")[1] ?? "alpha", ctx.d.id);
+      await destroyQuietly(ctx, "cleanup", hostId, `${ctx.d.project}/${hostEnv}`);
+    }
+    if (ctx.d.state.steps.env === true) {
+      const env = await ctx.deps.store.getEnvironment(ctx.d.environment);
+      if (env && !env.hostEnv) await ctx.deps.store.deleteEnvironment(env.id);
+    }
+  },
+
+  async dispose(ctx) {
+    const req = DeployState.safeParse(ctx.d.state.request);
+    if (req.success) await rm(req.data.spool, { force: true });
+  },
+};

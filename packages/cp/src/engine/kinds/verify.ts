@@ -1,0 +1,24 @@
+import { Phases } from "@denv/spec";
+import { type KindRunner, placed, requireEnvironment, requireOnline } from "./common.js";
+
+/**
+ * verify: the host stops the agent, snapshots, forks, probes the fork, runs the verifier there as
+ * its own principal, collects the reward and cleans up. A graded, refused or failed grade is the
+ * result of a succeeded deployment; the deployment fails only when grading could not run.
+ */
+export const verify: KindRunner = {
+  async run(ctx) {
+    const env = await requireEnvironment(ctx, ctx.d.environment);
+    const { hostId, hostEnvId } = placed(env);
+    requireOnline(ctx, hostId);
+    ctx.d.hostId = hostId;
+    const result = await ctx.command(
+      "verify",
+      hostId,
+      "env.verify",
+      { environment: hostEnvId },
+      { phases: Phases.verify },
+    );
+    return result;
+  },
+};

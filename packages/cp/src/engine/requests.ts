@@ -1,0 +1,30 @@
+import { z } from "zod";
+
+/** What each deployment kind keeps of its request in the row (so a resumed run has it). */
+
+export const SourceEvidence = z.object({
+  upload_bytes: z.number(),
+  tar_bytes: z.number(),
+  sha256: z.string(),
+  gzip: z.boolean(),
+});
+export type SourceEvidence = z.infer<typeof SourceEvidence>;
+
+export const DeployState = z.object({
+  target: z.string(),
+  compose_file: z.string(),
+  /** The spooled upload; deleted when the deployment ends. */
+  spool: z.string(),
+  source: SourceEvidence,
+});
+
+export const ForkState = z.object({
+  /** PROJECT@vN */
+  version: z.string(),
+  source_environment: z.string().optional(),
+  sandbox: z.object({ expires_at: z.string() }).optional(),
+});
+
+export const RollbackState = z.object({ version: z.string() });
+
+export const PlacementValue = z.object({ hostId: z.string(), reason: z.string() });

@@ -1,0 +1,53 @@
+import { DenvError, ErrorResponse } from "@denv/spec";
+import type { FastifyError, FastifyInstance } from "fastify";
+import { ZodError } from "zod";
+import { errorMessage, type Log } from "../log.js";
+
+/** The body and status of any error, in the one shape clients branch on. */
+export function toErrorResponse(err: unknown): { status: number; body: ErrorResponse } {
+  if (err instanceof DenvError) {
+    return {
+      status: err.status,
+      body: {
+        error: {
+          code: err.code,
+          message: err.message,
+          ...(err.details.length ? { details: [...err.details] } : {}),
+        },
+      },
+    };
+  }
+  if (err instanceof ZodError) {
+    const details = err.issues.map((i) => `${i.path.join(".") || "(body)"}: ${i.message}`);
+    return {
+      status: 400,
+      body: {
+        error: { code: "invalid_request", message: `invalid request: ${details[0] ?? "bad input"}`, details },
+      },
+    };
+  }
+  const fe = err as Partial<FastifyError>;
+  if (typeof fe.statusCode === "number" && fe.statusCode >= 400 && fe.statusCode < 500) {
+    const code =
+      fe.statusCode === 401 ? "unauthorized" : fe.statusCode === 404 ? "not_found" : "invalid_request";
+    return { status: fe.statusCode, body: { error: { code, message: errorMessage(err) } } };
+  }
+  return {
+    status: 500,
+    body: { error: { code: "internal", message: "internal error: see the control plane's log" } },
+  };
+}
+
+/** The one place errors become HTTP: DenvError -> its status and {error:{code,message}}. */
+export function installErrorHandler(app: FastifyInstance, log: Log): void {
+  app.setErrorHandler((err, req, reply) => {
+    const { status, body } = toErrorResponse(err);
+    if (status >= 500)
+      log.error("request failed", { method: req.method, url: req.url, error: errorMessage(err) });
+    return reply.code(status).type("application/json").send(ErrorResponse.parse(body));
+  });
+  app.setNotFoundHandler((req, reply) => {
+    const body = { error: { code: "not_found", message: `no route ${req.method} ${req.url.split("?")[0]}` } };
+    return reply.code(404).send(ErrorResponse.parse(body));
+  });
+}

@@ -1,0 +1,117 @@
+import type { Readable } from "node:stream";
+import { DenvError } from "@denv/spec";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { z } from "zod";
+import type { Principal } from "../services/access.js";
+import type { AnyObject, Route, RouteContext } from "./route.js";
+
+/** Content types passed to handlers as a stream, unread: uploads are never buffered whole. */
+export const BINARY_TYPES = [
+  "application/x-tar",
+  "application/gzip",
+  "application/x-gzip",
+  "application/octet-stream",
+];
+
+export interface Authenticators {
+  api(header: string | undefined): Promise<Principal>;
+  host(header: string | undefined): Promise<{ id: string }>;
+}
+
+type Ctx = RouteContext<AnyObject, AnyObject, z.ZodType>;
+
+const contexts = new WeakMap<FastifyRequest, Ctx>();
+
+function isStream(body: unknown): body is Readable {
+  return typeof (body as Readable | null)?.pipe === "function";
+}
+
+function noPrincipal(): never {
+  throw new DenvError("internal", "this route has no authenticated caller");
+}
+
+/** Registers the route table: auth and zod parsing before the handler (and before any upgrade). */
+export function registerRoutes(app: FastifyInstance, routes: readonly Route[], auth: Authenticators): void {
+  for (const type of BINARY_TYPES) {
+    app.addContentTypeParser(type, (_req, payload, done) => done(null, payload));
+  }
+  for (const r of routes) {
+    const preValidation = async (req: FastifyRequest, reply: FastifyReply): Promise<void> => {
+      let principal: Principal | undefined;
+      let hostId: string | undefined;
+      if (r.auth === "token" || r.auth === "admin") {
+        principal = await auth.api(req.headers.authorization);
+        if (r.auth === "admin" && principal.role !== "admin") {
+          throw new DenvError("forbidden", "this route needs an admin token");
+        }
+      } else if (r.auth === "host") {
+        hostId = (await auth.host(req.headers.authorization)).id;
+      }
+      const params = (r.params?.parse(req.params) ?? {}) as Ctx["params"];
+      const query = (r.query?.parse(req.query) ?? {}) as Ctx["query"];
+      let body: unknown;
+      if (isStream(req.body)) {
+        if (!r.binaryBody) throw new DenvError("invalid_request", `${r.method} ${r.path} takes a JSON body`);
+      } else if (r.body) {
+        body = r.body.parse(req.body ?? {});
+      }
+      const ctx: Ctx = {
+        params,
+        query,
+        body,
+        raw: req.body,
+        get principal(): Principal {
+          return principal ?? noPrincipal();
+        },
+        get hostId(): string {
+          return hostId ?? noPrincipal();
+        },
+        req,
+        reply,
+      };
+      contexts.set(req, ctx);
+      if (r.kind === "websocket") await r.prepare?.(ctx as never);
+    };
+    const ctxOf = (req: FastifyRequest): Ctx => {
+      const ctx = contexts.get(req);
+      if (!ctx) throw new DenvError("internal", "request context missing");
+      return ctx;
+    };
+
+    if (r.kind === "websocket") {
+      app.route({
+        method: "GET",
+        url: r.path,
+        websocket: true,
+        preValidation,
+        handler: (socket, req) => r.handler(socket, ctxOf(req) as never),
+      });
+      continue;
+    }
+    app.route({
+      method: r.method,
+      url: r.path,
+      preValidation,
+      handler: async (req, reply) => {
+        const ctx = ctxOf(req);
+        if (r.kind === "raw") {
+          await r.handler(ctx as never);
+          return reply;
+        }
+        const out = await r.handler(ctx as never);
+        const spec = r.responses.find((s) => s.status === out.status);
+        if (!spec)
+          throw new DenvError(
+            "internal",
+            `${r.method} ${r.path} answered ${out.status}, which it does not declare`,
+          );
+        if (out.status === 204) return reply.code(204).send();
+        const body = spec.schema ? spec.schema.parse(out.body) : out.body;
+        return reply
+          .code(out.status)
+          .type(spec.contentType ?? "application/json")
+          .send(body);
+      },
+    });
+  }
+}

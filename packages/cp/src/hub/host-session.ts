@@ -1,0 +1,110 @@
+import { type Frame, type HelloFrame, parseFrame } from "@denv/spec";
+import type { WebSocket } from "ws";
+import { StreamTable } from "./streams.js";
+
+/** Handlers the hub gives a session for the frames that concern commands. */
+export interface SessionHandlers {
+  hello(session: HostSession, hello: HelloFrame): Promise<void>;
+  frame(session: HostSession, frame: Exclude<Frame, { type: "hello" }>): void;
+  closed(session: HostSession, reason: string): void;
+}
+
+/** WebSocket close code for a protocol violation (RFC 6455 1008). */
+const POLICY_VIOLATION = 1008;
+
+/**
+ * One connection of one host: parses and validates every frame (spec's parseFrame), insists on
+ * `hello` first, routes data frames to its streams, and tells the hub the rest.
+ */
+export class HostSession {
+  readonly streams: StreamTable;
+  lastSeen = Date.now();
+  private helloSeen = false;
+  private closedReason: string | undefined;
+
+  constructor(
+    readonly hostId: string,
+    private readonly socket: WebSocket,
+    private readonly handlers: SessionHandlers,
+  ) {
+    this.streams = new StreamTable((f) => this.send(f));
+    socket.on("message", (data, isBinary) => this.receive(isBinary ? undefined : data.toString()));
+    socket.on("close", () => this.onClose("the connection closed"));
+    socket.on("error", (err) => this.onClose(`socket error: ${err.message}`));
+  }
+
+  get isOpen(): boolean {
+    return this.closedReason === undefined;
+  }
+
+  send(frame: Frame): void {
+    if (!this.isOpen || this.socket.readyState !== this.socket.OPEN) return;
+    this.socket.send(JSON.stringify(frame));
+  }
+
+  /** Closes the connection; `violation` uses the protocol-violation close code. */
+  close(reason: string, violation = false): void {
+    if (!this.isOpen) return;
+    this.socket.close(violation ? POLICY_VIOLATION : 1000, reason.slice(0, 120));
+    // A peer that does not answer the close handshake is cut off.
+    setTimeout(() => this.socket.terminate(), 1_000).unref();
+    this.onClose(reason);
+  }
+
+  /** Cuts the connection at once (a host that stopped answering). */
+  terminate(reason: string): void {
+    this.socket.terminate();
+    this.onClose(reason);
+  }
+
+  private receive(text: string | undefined): void {
+    if (!this.isOpen) return;
+    this.lastSeen = Date.now();
+    let frame: Frame;
+    try {
+      if (text === undefined) throw new Error("protocol: frames are JSON text, not binary");
+      frame = parseFrame(text);
+    } catch (err) {
+      this.close(err instanceof Error ? err.message : String(err), true);
+      return;
+    }
+    if (frame.type === "hello") {
+      if (frame.host_id !== this.hostId) {
+        this.close(
+          `protocol: hello names host ${frame.host_id}, the credential is host ${this.hostId}`,
+          true,
+        );
+        return;
+      }
+      // Results may follow the hello at once (commands that finished while the host was away),
+      // so frames are handled from here on even while the hello's reconciliation runs.
+      this.helloSeen = true;
+      this.handlers
+        .hello(this, frame)
+        .catch((err: unknown) =>
+          this.close(`hello failed: ${err instanceof Error ? err.message : String(err)}`),
+        );
+      return;
+    }
+    if (!this.helloSeen) {
+      if (frame.type !== "heartbeat") this.close("protocol: the first frame must be hello", true);
+      return;
+    }
+    if (frame.type === "command" || frame.type === "cancel") {
+      this.close(`protocol: ${frame.type} frames go from the control plane to hosts`, true);
+      return;
+    }
+    if (frame.type === "data" || frame.type === "window" || frame.type === "end") {
+      this.streams.route(frame);
+      return;
+    }
+    this.handlers.frame(this, frame);
+  }
+
+  private onClose(reason: string): void {
+    if (!this.isOpen) return;
+    this.closedReason = reason;
+    this.streams.failAll(reason);
+    this.handlers.closed(this, reason);
+  }
+}

@@ -1,0 +1,368 @@
+import {
+  type CommandFrame,
+  type CommandKind,
+  ControlPlaneMessages,
+  DenvError,
+  type ErrorCode,
+  ErrorCodes,
+  type Frame,
+  HEARTBEAT_MS,
+  type HelloFrame,
+  MISSED_HEARTBEATS_OFFLINE,
+  PROTOCOL_VERSION,
+  type ProgressFrame,
+} from "@denv/spec";
+import type { WebSocket } from "ws";
+import { randomToken } from "../ids.js";
+import { errorMessage, type Log } from "../log.js";
+import { HostSession } from "./host-session.js";
+import { type CommandPayload, type HostResult, HostResults } from "./results.js";
+import type { InboundStream, OutboundStream } from "./streams.js";
+
+/** What the hub tells the rest of the cp about hosts coming and going. */
+export interface HostLifecycle {
+  /** A host said hello: record it online and reconcile what it holds. */
+  online(hostId: string, hello: HelloFrame): Promise<void>;
+  offline(hostId: string, reason: string): Promise<void>;
+}
+
+export interface HubOptions {
+  lifecycle: HostLifecycle;
+  log: Log;
+  heartbeatMs?: number;
+}
+
+export interface SendOptions {
+  /** The idempotency key; a deployment step uses a stable one so a re-send is recognised. */
+  id: string;
+  /** How long the command may take, from now. */
+  timeoutMs: number;
+  onProgress?: (p: ProgressFrame) => void;
+  /**
+   * true: wait for an offline host and re-send after every reconnect until a result arrives
+   * (deployment steps). false: fail at once when the host is offline or drops (interactive calls).
+   */
+  durable: boolean;
+  /** Bytes to send to the host on a stream whose id the payload names (a deploy's source). */
+  upload?: () => AsyncIterable<Buffer>;
+}
+
+/**
+ * A command's failure as the host reported it. `hostCode` keeps the host's own code, which may be
+ * one of the protocol's (`interrupted`, `cancelled`) that has no HTTP status of its own.
+ */
+export class HostError extends DenvError {
+  constructor(
+    readonly hostCode: string,
+    message: string,
+    details: readonly string[] = [],
+  ) {
+    super(hostCode in ErrorCodes ? (hostCode as ErrorCode) : "internal", message, details);
+  }
+}
+
+/** Raised into pending calls when the cp shuts down: deployments stay running and resume. */
+export class ShutdownError extends Error {
+  constructor() {
+    super("the control plane is shutting down");
+  }
+}
+
+interface Pending {
+  id: string;
+  hostId: string;
+  kind: CommandKind;
+  makePayload: (streamId: string) => Record<string, unknown>;
+  deadline: number;
+  opts: SendOptions;
+  attempt: number;
+  session?: HostSession;
+  resolve: (value: unknown) => void;
+  reject: (err: Error) => void;
+  timer: NodeJS.Timeout;
+}
+
+/** An interactive streamed command: both directions of one stream id, and its result. */
+export interface StreamCall<K extends CommandKind> {
+  commandId: string;
+  streamId: string;
+  inbound: InboundStream;
+  outbound: OutboundStream;
+  result: Promise<HostResult<K>>;
+  /** Forgets the stream; call when the consumer is done with the inbound bytes. */
+  close(): void;
+}
+
+/**
+ * Why a streamed call broke: the host's own error (with its code) when the command failed,
+ * else the stream's. A stream fails a moment before its command's result is handled.
+ */
+export async function callFailure<K extends CommandKind>(
+  call: StreamCall<K>,
+  streamErr: unknown,
+): Promise<unknown> {
+  const outcome = await Promise.race([
+    call.result.then(
+      () => undefined,
+      (err: unknown) => err,
+    ),
+    new Promise<undefined>((r) => setTimeout(() => r(undefined), 200).unref()),
+  ]);
+  return outcome ?? streamErr;
+}
+
+/**
+ * The host hub: one session per connected host, commands with idempotency keys, deadlines and
+ * re-sends, heartbeats, and the data streams of interactive commands.
+ */
+export class HostHub {
+  private sessions = new Map<string, HostSession>();
+  private pending = new Map<string, { p: Pending; promise: Promise<unknown> }>();
+  private heartbeatTimer: NodeJS.Timeout;
+  private closing = false;
+  private readonly heartbeatMs: number;
+
+  constructor(private readonly options: HubOptions) {
+    this.heartbeatMs = options.heartbeatMs ?? HEARTBEAT_MS;
+    this.heartbeatTimer = setInterval(() => this.beat(), this.heartbeatMs);
+    this.heartbeatTimer.unref();
+  }
+
+  /** Takes an authenticated host socket; the session starts with the host's hello. */
+  accept(socket: WebSocket, hostId: string): void {
+    if (this.closing) {
+      socket.close(1001, "the control plane is shutting down");
+      return;
+    }
+    new HostSession(hostId, socket, {
+      hello: (s, hello) => this.onHello(s, hello),
+      frame: (s, frame) => this.onFrame(s, frame),
+      closed: (s, reason) => this.onClosed(s, reason),
+    });
+  }
+
+  isOnline(hostId: string): boolean {
+    return this.sessions.get(hostId)?.isOpen ?? false;
+  }
+
+  onlineCount(): number {
+    return this.sessions.size;
+  }
+
+  /** Sends a command and resolves with its validated result (or rejects with the host's DenvError). */
+  send<K extends CommandKind>(
+    hostId: string,
+    kind: K,
+    payload: CommandPayload<K> | ((streamId: string) => CommandPayload<K>),
+    opts: SendOptions,
+  ): Promise<HostResult<K>> {
+    const existing = this.pending.get(opts.id);
+    if (existing) return existing.promise as Promise<HostResult<K>>;
+    if (this.closing) return Promise.reject(new ShutdownError());
+    if (!opts.durable && !this.isOnline(hostId)) {
+      return Promise.reject(new DenvError("conflict", ControlPlaneMessages.hostOffline(hostId)));
+    }
+    const makePayload = typeof payload === "function" ? payload : () => payload;
+    let p!: Pending;
+    const promise = new Promise<unknown>((resolve, reject) => {
+      p = {
+        id: opts.id,
+        hostId,
+        kind,
+        makePayload: makePayload as (streamId: string) => Record<string, unknown>,
+        deadline: Date.now() + opts.timeoutMs,
+        opts,
+        attempt: 0,
+        resolve,
+        reject,
+        timer: setTimeout(() => this.expire(opts.id), opts.timeoutMs),
+      };
+    });
+    this.pending.set(opts.id, { p, promise });
+    const session = this.sessions.get(hostId);
+    if (session) this.transmit(p, session);
+    return promise as Promise<HostResult<K>>;
+  }
+
+  /**
+   * Starts an interactive command with a data stream on the host's current connection: bytes
+   * flow both ways under credit, and the call fails if the host drops.
+   */
+  stream<K extends CommandKind>(
+    hostId: string,
+    kind: K,
+    makePayload: (streamId: string) => CommandPayload<K>,
+    opts: { id: string; timeoutMs: number },
+  ): StreamCall<K> {
+    const session = this.sessions.get(hostId);
+    if (!session) throw new DenvError("conflict", ControlPlaneMessages.hostOffline(hostId));
+    const streamId = `${opts.id}.s`;
+    const inbound = session.streams.openInbound(streamId);
+    const outbound = session.streams.openOutbound(streamId);
+    const result = this.send(hostId, kind, () => makePayload(streamId), { ...opts, durable: false });
+    // The host has nothing more to read once it answered; the inbound side drains on its own.
+    void result.then(
+      () => outbound.drop(new Error("the command finished")),
+      (err: unknown) => {
+        outbound.drop(err instanceof Error ? err : new Error(String(err)));
+        if (!inbound.readableEnded) inbound.fail(errorMessage(err));
+      },
+    );
+    return {
+      commandId: opts.id,
+      streamId,
+      inbound,
+      outbound,
+      result,
+      close: () => session.streams.close(streamId),
+    };
+  }
+
+  /** Asks the host to stop a command (its process tree is killed); its result still arrives. */
+  cancel(commandId: string): void {
+    const entry = this.pending.get(commandId);
+    entry?.p.session?.send({ v: PROTOCOL_VERSION, type: "cancel", id: commandId });
+  }
+
+  async close(): Promise<void> {
+    this.closing = true;
+    clearInterval(this.heartbeatTimer);
+    for (const { p } of this.pending.values()) {
+      clearTimeout(p.timer);
+      p.reject(new ShutdownError());
+    }
+    this.pending.clear();
+    for (const s of this.sessions.values()) s.close("the control plane is shutting down");
+    this.sessions.clear();
+  }
+
+  // ---- internals
+
+  private transmit(p: Pending, session: HostSession): void {
+    p.attempt++;
+    p.session = session;
+    // A fresh stream id per attempt (and per cp process): bytes of an attempt that broke off
+    // never mix with the next.
+    const streamId = `${p.id}.s${p.attempt}-${randomToken(3)}`;
+    const frame: CommandFrame = {
+      v: PROTOCOL_VERSION,
+      type: "command",
+      id: p.id,
+      kind: p.kind,
+      payload: p.makePayload(streamId),
+      deadline: p.deadline,
+    };
+    const upload = p.opts.upload;
+    const outbound = upload ? session.streams.openOutbound(streamId) : undefined;
+    session.send(frame);
+    if (upload && outbound) {
+      outbound.pump(upload(), "file").catch((err: unknown) => {
+        this.options.log.warn("upload stream broke off", { command: p.id, error: errorMessage(err) });
+      });
+    }
+  }
+
+  private async onHello(session: HostSession, hello: HelloFrame): Promise<void> {
+    const previous = this.sessions.get(session.hostId);
+    this.sessions.set(session.hostId, session);
+    previous?.close("replaced by a newer connection of the same host");
+    await this.options.lifecycle.online(session.hostId, hello);
+    if (!session.isOpen) return;
+    // Everything still waiting for this host goes (again): the host's journal answers a known
+    // id with its recorded result, or keeps running it, and never runs it twice.
+    for (const { p } of this.pending.values()) {
+      if (p.hostId === session.hostId && p.opts.durable) this.transmit(p, session);
+    }
+  }
+
+  private onFrame(session: HostSession, frame: Exclude<Frame, { type: "hello" }>): void {
+    if (frame.type === "progress") {
+      const entry = this.pending.get(frame.id);
+      if (entry?.p.hostId === session.hostId) entry.p.opts.onProgress?.(frame);
+    } else if (frame.type === "result") {
+      const entry = this.pending.get(frame.id);
+      // Duplicates (a result for a command already settled, e.g. answered twice after a
+      // re-send) and results of other hosts' commands are ignored.
+      if (!entry || entry.p.hostId !== session.hostId) return;
+      this.settle(entry.p, frame.ok, frame.result, frame.error);
+    }
+    // ack and heartbeat only prove liveness, which receiving any frame records.
+  }
+
+  private settle(
+    p: Pending,
+    ok: boolean,
+    result: unknown,
+    error: { code: string; message: string; details?: string[] | undefined } | undefined,
+  ): void {
+    this.pending.delete(p.id);
+    clearTimeout(p.timer);
+    if (!ok) {
+      p.reject(
+        new HostError(
+          error?.code ?? "internal",
+          error?.message ?? `${p.kind} failed on host ${p.hostId}`,
+          error?.details,
+        ),
+      );
+      return;
+    }
+    const parsed = HostResults[p.kind].safeParse(result ?? {});
+    if (!parsed.success) {
+      p.reject(
+        new DenvError(
+          "internal",
+          `host ${p.hostId} returned a malformed ${p.kind} result: ${parsed.error.message}`,
+        ),
+      );
+      return;
+    }
+    p.resolve(parsed.data);
+  }
+
+  private expire(id: string): void {
+    const entry = this.pending.get(id);
+    if (!entry) return;
+    const { p } = entry;
+    this.pending.delete(id);
+    p.session?.send({ v: PROTOCOL_VERSION, type: "cancel", id });
+    p.reject(
+      new DenvError(
+        "timeout",
+        `${p.kind} on host ${p.hostId} got no result within ${Math.round(p.opts.timeoutMs / 1000)}s`,
+      ),
+    );
+  }
+
+  private onClosed(session: HostSession, reason: string): void {
+    // Interactive calls die with their connection (their streams did), even when a newer
+    // connection of the same host already replaced it.
+    for (const { p } of [...this.pending.values()]) {
+      if (p.session === session && !p.opts.durable) {
+        this.pending.delete(p.id);
+        clearTimeout(p.timer);
+        p.reject(new DenvError("internal", `host ${p.hostId} disconnected during ${p.kind}: ${reason}`));
+      }
+    }
+    if (this.sessions.get(session.hostId) !== session) return;
+    this.sessions.delete(session.hostId);
+    if (this.closing) return;
+    this.options.lifecycle.offline(session.hostId, reason).catch((err: unknown) => {
+      this.options.log.error("marking a host offline failed", {
+        host: session.hostId,
+        error: errorMessage(err),
+      });
+    });
+  }
+
+  private beat(): void {
+    const now = Date.now();
+    for (const s of [...this.sessions.values()]) {
+      if (now - s.lastSeen > this.heartbeatMs * MISSED_HEARTBEATS_OFFLINE) {
+        s.terminate(`missed ${MISSED_HEARTBEATS_OFFLINE} heartbeats`);
+      } else {
+        s.send({ v: PROTOCOL_VERSION, type: "heartbeat", ts: now });
+      }
+    }
+  }
+}

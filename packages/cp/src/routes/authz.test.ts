@@ -1,0 +1,315 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type Api, deployed, startTestCp, type TestCp, upgradeStatus } from "../testing/harness.js";
+
+/**
+ * The authorization matrix: every route of /v1/openapi.json against no token, a bad token, an
+ * admin, an unscoped member, a member scoped to the project (shop), and a member scoped to
+ * another project. Scoped tokens get 404 (never 403) for other projects' resources.
+ */
+
+type Who = "none" | "bad" | "admin" | "member" | "scoped" | "other";
+const WHO: Who[] = ["none", "bad", "other", "member", "scoped", "admin"];
+type Access = "public" | "token" | "scoped" | "admin" | "host";
+
+interface Req {
+  path: string;
+  body?: unknown;
+  tar?: boolean;
+  ws?: boolean;
+}
+
+interface Case {
+  access: Access;
+  ok: number;
+  req: (who: Who) => Req | Promise<Req>;
+}
+
+function expected(access: Access, who: Who, ok: number): number {
+  if (access === "public") return ok;
+  if (access === "host") return 401;
+  if (who === "none" || who === "bad") return 401;
+  if (access === "admin") return who === "admin" ? ok : 403;
+  if (access === "scoped" && who === "other") return 404;
+  return ok;
+}
+
+describe("authorization matrix", () => {
+  let t: TestCp;
+  const api = {} as Record<Who, Api>;
+  let depId: string;
+
+  beforeAll(async () => {
+    t = await startTestCp();
+    await t.host({ name: "h1" });
+    await deployed(t, "shop");
+    await deployed(t, "other");
+    depId = (await t.admin.get("/v1/projects/shop/deployments")).body.deployments[0].id;
+    const token = async (body: Record<string, unknown>) =>
+      (await t.admin.post("/v1/tokens", body)).body.token as string;
+    api.admin = t.admin;
+    api.none = t.anon;
+    api.bad = t.admin.as("denv_not-a-token");
+    api.member = t.admin.as(await token({ name: "member" }));
+    api.scoped = t.admin.as(await token({ name: "shop-ci", project: "shop" }));
+    api.other = t.admin.as(await token({ name: "other-ci", project: "other" }));
+  });
+  afterAll(() => t.close());
+
+  const admin = () => t.admin;
+  const CASES: Record<string, Case> = {
+    "GET /healthz": { access: "public", ok: 200, req: () => ({ path: "/healthz" }) },
+    "GET /metrics": { access: "public", ok: 200, req: () => ({ path: "/metrics" }) },
+    "GET /v1/openapi.json": { access: "public", ok: 200, req: () => ({ path: "/v1/openapi.json" }) },
+    "GET /v1/whoami": { access: "token", ok: 200, req: () => ({ path: "/v1/whoami" }) },
+    "POST /v1/tokens": {
+      access: "admin",
+      ok: 201,
+      req: (w) => ({ path: "/v1/tokens", body: { name: `t-${w}` } }),
+    },
+    "GET /v1/tokens": { access: "admin", ok: 200, req: () => ({ path: "/v1/tokens" }) },
+    "DELETE /v1/tokens/{id}": {
+      access: "admin",
+      ok: 204,
+      req: async () => ({
+        path: `/v1/tokens/${(await admin().post("/v1/tokens", { name: "doomed" })).body.id}`,
+      }),
+    },
+    "POST /v1/projects": {
+      access: "admin",
+      ok: 201,
+      req: (w) => ({ path: "/v1/projects", body: { name: `p-${w}` } }),
+    },
+    "GET /v1/projects": { access: "token", ok: 200, req: () => ({ path: "/v1/projects" }) },
+    "GET /v1/projects/{project}": { access: "scoped", ok: 200, req: () => ({ path: "/v1/projects/shop" }) },
+    "DELETE /v1/projects/{project}": {
+      access: "admin",
+      ok: 204,
+      req: async (w) => {
+        await admin().post("/v1/projects", { name: `del-${w}` });
+        return { path: `/v1/projects/del-${w}` };
+      },
+    },
+    "POST /v1/projects/{project}/deploy": {
+      access: "scoped",
+      ok: 200,
+      req: (w) => ({ path: `/v1/projects/shop/deploy?environment=d-${w}&wait=true`, tar: true }),
+    },
+    "GET /v1/projects/{project}/deployments": {
+      access: "scoped",
+      ok: 200,
+      req: () => ({ path: "/v1/projects/shop/deployments" }),
+    },
+    "GET /v1/deployments/{id}": {
+      access: "scoped",
+      ok: 200,
+      req: () => ({ path: `/v1/deployments/${depId}` }),
+    },
+    "GET /v1/deployments/{id}/log": {
+      access: "scoped",
+      ok: 200,
+      req: () => ({ path: `/v1/deployments/${depId}/log` }),
+    },
+    "GET /v1/projects/{project}/environments": {
+      access: "scoped",
+      ok: 200,
+      req: () => ({ path: "/v1/projects/shop/environments" }),
+    },
+    "GET /v1/environments/{project}/{env}": {
+      access: "scoped",
+      ok: 200,
+      req: () => ({ path: "/v1/environments/shop/alpha" }),
+    },
+    "POST /v1/environments/{project}/{env}/fork": {
+      access: "scoped",
+      ok: 200,
+      req: (w) => ({ path: "/v1/environments/shop/alpha/fork?wait=true", body: { name: `f-${w}` } }),
+    },
+    "POST /v1/environments/{project}/{env}/rollback": {
+      access: "scoped",
+      ok: 200,
+      req: () => ({ path: "/v1/environments/shop/alpha/rollback?wait=true", body: { version: "1" } }),
+    },
+    "POST /v1/environments/{project}/{env}/snapshot": {
+      access: "scoped",
+      ok: 200,
+      req: () => ({ path: "/v1/environments/shop/alpha/snapshot?wait=true" }),
+    },
+    "POST /v1/environments/{project}/{env}/verify": {
+      access: "scoped",
+      ok: 200,
+      req: () => ({ path: "/v1/environments/shop/alpha/verify?wait=true" }),
+    },
+    "POST /v1/environments/{project}/{env}/stop": {
+      access: "scoped",
+      ok: 200,
+      req: (w) => ({ path: `/v1/environments/shop/f-${w}/stop?wait=true` }),
+    },
+    "POST /v1/environments/{project}/{env}/start": {
+      access: "scoped",
+      ok: 200,
+      req: (w) => ({ path: `/v1/environments/shop/f-${w}/start?wait=true` }),
+    },
+    "DELETE /v1/environments/{project}/{env}": {
+      access: "scoped",
+      ok: 200,
+      req: (w) => ({ path: `/v1/environments/shop/f-${w}?wait=true` }),
+    },
+    "GET /v1/environments/{project}/{env}/logs": {
+      access: "scoped",
+      ok: 200,
+      req: () => ({ path: "/v1/environments/shop/alpha/logs" }),
+    },
+    "GET /v1/environments/{project}/{env}/probe": {
+      access: "scoped",
+      ok: 200,
+      req: () => ({ path: "/v1/environments/shop/alpha/probe" }),
+    },
+    "POST /v1/environments/{project}/{env}/exec": {
+      access: "scoped",
+      ok: 200,
+      req: () => ({ path: "/v1/environments/shop/alpha/exec", body: { cmd: ["echo", "hi"] } }),
+    },
+    "GET /v1/environments/{project}/{env}/exec/stream": {
+      access: "scoped",
+      ok: 101,
+      req: () => ({ path: "/v1/environments/shop/alpha/exec/stream", ws: true }),
+    },
+    "PUT /v1/environments/{project}/{env}/files": {
+      access: "scoped",
+      ok: 200,
+      req: () => ({ path: "/v1/environments/shop/alpha/files?path=/work", tar: true }),
+    },
+    "GET /v1/environments/{project}/{env}/files": {
+      access: "scoped",
+      ok: 200,
+      req: () => ({ path: "/v1/environments/shop/alpha/files?path=/work" }),
+    },
+    "GET /v1/environments/{project}/{env}/connect": {
+      access: "scoped",
+      ok: 101,
+      req: () => ({ path: "/v1/environments/shop/alpha/connect?service=api&port=80", ws: true }),
+    },
+    "GET /v1/projects/{project}/versions": {
+      access: "scoped",
+      ok: 200,
+      req: () => ({ path: "/v1/projects/shop/versions" }),
+    },
+    "GET /v1/versions/{project}/{number}": {
+      access: "scoped",
+      ok: 200,
+      req: () => ({ path: "/v1/versions/shop/1" }),
+    },
+    "DELETE /v1/versions/{project}/{number}": {
+      access: "scoped",
+      ok: 204,
+      req: async () => {
+        const snap = await admin().post("/v1/environments/shop/alpha/snapshot?wait=true");
+        return { path: `/v1/versions/shop/${snap.body.result.number}` };
+      },
+    },
+    "POST /v1/sandboxes": {
+      access: "scoped",
+      ok: 201,
+      req: (w) => ({ path: "/v1/sandboxes", body: { project: "shop", name: `s-${w}` } }),
+    },
+    "GET /v1/sandboxes": { access: "token", ok: 200, req: () => ({ path: "/v1/sandboxes" }) },
+    "DELETE /v1/sandboxes/{project}/{env}": {
+      access: "scoped",
+      ok: 204,
+      req: (w) => ({ path: `/v1/sandboxes/shop/s-${w}` }),
+    },
+    "POST /v1/targets": {
+      access: "admin",
+      ok: 201,
+      req: (w) => ({ path: "/v1/targets", body: { name: `t-${w}`, kind: "hosts" } }),
+    },
+    "GET /v1/targets": { access: "token", ok: 200, req: () => ({ path: "/v1/targets" }) },
+    "POST /v1/targets/{target}/join-tokens": {
+      access: "admin",
+      ok: 201,
+      req: () => ({ path: "/v1/targets/local/join-tokens", body: {} }),
+    },
+    "POST /v1/hosts/join": {
+      access: "public",
+      ok: 201,
+      req: async () => ({
+        path: "/v1/hosts/join",
+        body: { token: (await admin().post("/v1/targets/local/join-tokens", {})).body.token },
+      }),
+    },
+    "GET /v1/hosts": { access: "token", ok: 200, req: () => ({ path: "/v1/hosts" }) },
+    "GET /v1/hosts/stream": { access: "host", ok: 101, req: () => ({ path: "/v1/hosts/stream", ws: true }) },
+  };
+
+  it("covers every route of the OpenAPI document", async () => {
+    const doc = (await t.anon.get("/v1/openapi.json")).body as {
+      paths: Record<string, Record<string, unknown>>;
+    };
+    const routes = Object.entries(doc.paths).flatMap(([p, ops]) =>
+      Object.keys(ops).map((m) => `${m.toUpperCase()} ${p}`),
+    );
+    expect(routes.sort()).toEqual(Object.keys(CASES).sort());
+  });
+
+  it("answers each caller as designed", async () => {
+    const outcomes: string[] = [];
+    for (const [key, c] of Object.entries(CASES)) {
+      const method = key.split(" ")[0] as string;
+      for (const who of WHO) {
+        const want = expected(c.access, who, c.ok);
+        const r = await c.req(who);
+        let status: number;
+        if (r.ws) {
+          const token = api[who].token;
+          status = (
+            await upgradeStatus(`${t.url}${r.path}`, token ? { authorization: `Bearer ${token}` } : {})
+          ).status;
+        } else if (r.tar) {
+          status = (await api[who].upload(method, r.path, Buffer.from("tar"))).status;
+        } else {
+          status = (await api[who].call(method, r.path, r.body)).status;
+        }
+        if (status !== want) outcomes.push(`${key} as ${who}: ${status}, expected ${want}`);
+      }
+    }
+    expect(outcomes).toEqual([]);
+  });
+
+  it("a scoped token sees only its project, and another project's names do not leak", async () => {
+    expect((await api.scoped.get("/v1/projects")).body.projects.map((p: { name: string }) => p.name)).toEqual(
+      ["shop"],
+    );
+    const hidden = await api.other.get("/v1/projects/shop");
+    const absent = await api.other.get("/v1/projects/nosuch");
+    expect(hidden.status).toBe(404);
+    expect(hidden.body.error).toEqual({ code: "not_found", message: "project shop not found" });
+    expect(absent.body.error.message).toBe("project nosuch not found");
+    expect((await api.other.get("/v1/environments/shop/alpha")).body.error.message).toBe(
+      "environment shop/alpha not found",
+    );
+    expect((await api.other.get(`/v1/deployments/${depId}`)).body.error.message).toBe(
+      `deployment ${depId} not found`,
+    );
+    await t.admin.post("/v1/sandboxes", { project: "shop", name: "visible" });
+    expect((await api.other.get("/v1/sandboxes")).body.sandboxes).toEqual([]);
+    expect((await api.scoped.get("/v1/sandboxes")).body.sandboxes.map((s: { id: string }) => s.id)).toContain(
+      "shop/visible",
+    );
+    expect((await api.other.post("/v1/sandboxes", { project: "shop" })).status).toBe(404);
+    expect((await api.scoped.get("/v1/whoami")).body).toMatchObject({
+      name: "shop-ci",
+      role: "member",
+      project: "shop",
+    });
+  });
+
+  it("a revoked token stops working at once", async () => {
+    const created = (await t.admin.post("/v1/tokens", { name: "short-lived" })).body;
+    const a = t.admin.as(created.token);
+    expect((await a.get("/v1/whoami")).status).toBe(200);
+    expect((await t.admin.del(`/v1/tokens/${created.id}`)).status).toBe(204);
+    expect((await a.get("/v1/whoami")).status).toBe(401);
+    const listed = (await t.admin.get("/v1/tokens")).body.tokens;
+    expect(listed.every((x: { token?: string }) => x.token === undefined)).toBe(true);
+  });
+});

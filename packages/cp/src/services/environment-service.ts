@@ -1,0 +1,202 @@
+import { Readable } from "node:stream";
+import {
+  DenvError,
+  type Environment,
+  type ExecRequest,
+  type ExecResponse,
+  type ProbeResult,
+} from "@denv/spec";
+import { callFailure, type HostHub, type StreamCall } from "../hub/hub.js";
+import type { Chunk } from "../hub/streams.js";
+import { newId } from "../ids.js";
+import type { EnvironmentRecord } from "../store/records.js";
+import type { Store } from "../store/store.js";
+import { assertScope, NotFound, type Principal } from "./access.js";
+import { presentEnvironment } from "./present.js";
+import type { ProjectService } from "./project-service.js";
+
+export interface FilesTarget {
+  path: string;
+  service?: string | undefined;
+  user?: string | undefined;
+}
+
+/** Exec's own timeout plus this margin bounds the command (the host kills the tree at its timeout). */
+const EXEC_MARGIN_MS = 30_000;
+const DEFAULT_EXEC_TIMEOUT_S = 600;
+
+/**
+ * Environments and the interactive calls into them (exec, files, tunnels, logs, probe), which
+ * go straight to the environment's host rather than through a deployment.
+ */
+export class EnvironmentService {
+  constructor(
+    private readonly store: Store,
+    private readonly hub: HostHub,
+    private readonly projects: ProjectService,
+    private readonly commandTimeoutMs: number,
+  ) {}
+
+  async require(p: Principal, project: string, env: string): Promise<EnvironmentRecord> {
+    const id = `${project}/${env}`;
+    assertScope(p, project, NotFound.environment(id));
+    const e = await this.store.getEnvironment(id);
+    if (!e) throw NotFound.environment(id);
+    return e;
+  }
+
+  async get(p: Principal, project: string, env: string): Promise<Environment> {
+    return presentEnvironment(await this.require(p, project, env));
+  }
+
+  async list(p: Principal, project: string): Promise<Environment[]> {
+    await this.projects.require(p, project);
+    return (await this.store.listEnvironments({ project })).map(presentEnvironment);
+  }
+
+  async exec(p: Principal, project: string, env: string, req: ExecRequest): Promise<ExecResponse> {
+    const t = await this.target(p, project, env);
+    return this.hub.send(
+      t.hostId,
+      "env.exec",
+      { environment: t.hostEnvId, exec: req },
+      { id: newId("cmd"), timeoutMs: execTimeoutMs(req), durable: false },
+    );
+  }
+
+  /** Exec with stdin and output streamed (the WebSocket route drives the call). */
+  async execStream(
+    p: Principal,
+    project: string,
+    env: string,
+    req: ExecRequest,
+  ): Promise<StreamCall<"env.exec">> {
+    const t = await this.target(p, project, env);
+    return this.hub.stream(
+      t.hostId,
+      "env.exec",
+      (stream) => ({ environment: t.hostEnvId, exec: req, stream }),
+      { id: newId("cmd"), timeoutMs: execTimeoutMs(req) },
+    );
+  }
+
+  /** Streams a tar body into the environment under `dir`; never holds more than one window. */
+  async putFiles(
+    p: Principal,
+    project: string,
+    env: string,
+    to: FilesTarget,
+    body: AsyncIterable<Buffer>,
+  ): Promise<{ entries: number; bytes: number }> {
+    const t = await this.target(p, project, env);
+    const call = this.hub.stream(
+      t.hostId,
+      "env.files.put",
+      (stream) => ({ environment: t.hostEnvId, ...to, stream }),
+      { id: newId("cmd"), timeoutMs: this.commandTimeoutMs },
+    );
+    try {
+      // A host that refuses early (a special file) answers before the body ends: its answer wins.
+      const pumped = call.outbound.pump(body, "file").catch(() => undefined);
+      const result = await call.result;
+      await pumped;
+      return result;
+    } finally {
+      call.close();
+    }
+  }
+
+  /**
+   * A tar of `path` from the environment, as bytes. Resolves once the first bytes arrived (or
+   * the host refused), so a refusal is still an HTTP error rather than a broken download.
+   */
+  async getFiles(p: Principal, project: string, env: string, from: FilesTarget): Promise<Readable> {
+    const t = await this.target(p, project, env);
+    const call = this.hub.stream(
+      t.hostId,
+      "env.files.get",
+      (stream) => ({ environment: t.hostEnvId, ...from, stream }),
+      { id: newId("cmd"), timeoutMs: this.commandTimeoutMs },
+    );
+    call.outbound.end();
+    const it: AsyncIterator<Chunk> = call.inbound[Symbol.asyncIterator]();
+    let first: IteratorResult<Chunk>;
+    try {
+      first = await it.next();
+    } catch (err) {
+      call.close();
+      throw await callFailure(call, err);
+    }
+    async function* bytes(): AsyncGenerator<Buffer> {
+      try {
+        let next = first;
+        while (!next.done) {
+          yield next.value.data;
+          next = await it.next();
+        }
+        await call.result;
+      } finally {
+        call.close();
+      }
+    }
+    return Readable.from(bytes(), { objectMode: false });
+  }
+
+  async connect(
+    p: Principal,
+    project: string,
+    env: string,
+    to: { service: string; port: number },
+  ): Promise<StreamCall<"env.connect">> {
+    const t = await this.target(p, project, env);
+    return this.hub.stream(
+      t.hostId,
+      "env.connect",
+      (stream) => ({ environment: t.hostEnvId, ...to, stream }),
+      // A tunnel lives as long as its client keeps it open.
+      { id: newId("cmd"), timeoutMs: 24 * 3600_000 },
+    );
+  }
+
+  async logs(
+    p: Principal,
+    project: string,
+    env: string,
+    q: { service?: string | undefined; tail?: number | undefined },
+  ): Promise<{ stdout: string; stderr: string }> {
+    const t = await this.target(p, project, env);
+    return this.hub.send(
+      t.hostId,
+      "env.logs",
+      {
+        environment: t.hostEnvId,
+        ...(q.service ? { service: q.service } : {}),
+        ...(q.tail ? { tail: q.tail } : {}),
+      },
+      { id: newId("cmd"), timeoutMs: this.commandTimeoutMs, durable: false },
+    );
+  }
+
+  async probe(p: Principal, project: string, env: string): Promise<ProbeResult> {
+    const t = await this.target(p, project, env);
+    return this.hub.send(
+      t.hostId,
+      "env.probe_egress",
+      { environment: t.hostEnvId },
+      { id: newId("cmd"), timeoutMs: this.commandTimeoutMs, durable: false },
+    );
+  }
+
+  /** Where an interactive call goes; throws the HTTP-worthy error (404, 409) when nowhere. */
+  async target(p: Principal, project: string, env: string): Promise<{ hostId: string; hostEnvId: string }> {
+    const e = await this.require(p, project, env);
+    if (!e.hostId || !e.hostEnv || e.status === "pending" || e.status === "failed") {
+      throw new DenvError("conflict", `environment ${e.id} is ${e.status}: it has nothing to reach`);
+    }
+    return { hostId: e.hostId, hostEnvId: `${e.project}/${e.hostEnv}` };
+  }
+}
+
+function execTimeoutMs(req: ExecRequest): number {
+  return (req.timeout ?? DEFAULT_EXEC_TIMEOUT_S) * 1000 + EXEC_MARGIN_MS;
+}

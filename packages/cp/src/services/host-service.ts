@@ -1,0 +1,124 @@
+import {
+  DenvError,
+  type HelloFrame,
+  type Host,
+  type JoinRequest,
+  JoinResponse,
+  JoinTokenMessages,
+  NAME_PATTERN,
+} from "@denv/spec";
+import type { z } from "zod";
+import type { HostLifecycle } from "../hub/hub.js";
+import { hashSecret, newSecret, nowIso, randomToken, SecretPrefix } from "../ids.js";
+import type { Log } from "../log.js";
+import type { HostRecord } from "../store/records.js";
+import type { Store } from "../store/store.js";
+import { presentHost } from "./present.js";
+
+/**
+ * Hosts: joining with a join token, authenticating the stream with the host credential, and
+ * what the hub reports (online with a hello, offline), including the reconciliation of what the
+ * cp thinks a host holds against what the host says it holds.
+ */
+export class HostService implements HostLifecycle {
+  constructor(
+    private readonly store: Store,
+    private readonly log: Log,
+  ) {}
+
+  async join(req: z.output<typeof JoinRequest>): Promise<z.output<typeof JoinResponse>> {
+    const token = req.token.startsWith(SecretPrefix.join)
+      ? await this.store.joinTokenByHash(hashSecret(req.token))
+      : undefined;
+    // A token of another target is "not valid" rather than "wrong target": it tells a caller
+    // holding a stray token nothing about the targets that exist.
+    if (!token || (req.target !== undefined && req.target !== token.target)) {
+      throw new DenvError("unauthorized", JoinTokenMessages.invalid);
+    }
+    if (Date.parse(token.expiresAt) <= Date.now())
+      throw new DenvError("unauthorized", JoinTokenMessages.expired);
+    if (token.usesLeft <= 0 || !(await this.store.consumeJoinToken(token.id))) {
+      throw new DenvError("unauthorized", JoinTokenMessages.usedUp);
+    }
+    const credential = newSecret(SecretPrefix.host);
+    const host: HostRecord = {
+      id: await this.freeHostId(req.name),
+      target: token.target,
+      credentialHash: hashSecret(credential),
+      status: "offline",
+      labels: req.labels,
+      createdAt: nowIso(),
+    };
+    await this.store.createHost(host);
+    this.log.info("host joined", { host: host.id, target: host.target });
+    return JoinResponse.parse({ host_id: host.id, credential, target: host.target });
+  }
+
+  /** The host a stream credential belongs to (401 otherwise). */
+  async authenticate(header: string | undefined): Promise<HostRecord> {
+    const m = /^Bearer\s+(denvh_\S+)$/i.exec(header ?? "");
+    const host = m?.[1] ? await this.store.hostByCredentialHash(hashSecret(m[1])) : undefined;
+    if (!host)
+      throw new DenvError("unauthorized", "host credential is not valid: join again with denvd join");
+    return host;
+  }
+
+  async list(): Promise<Host[]> {
+    const hosts = await this.store.listHosts();
+    return Promise.all(
+      hosts.map(async (h) => presentHost(h, (await this.store.listEnvironments({ hostId: h.id })).length)),
+    );
+  }
+
+  async online(hostId: string, hello: HelloFrame): Promise<void> {
+    const host = await this.store.getHost(hostId);
+    if (!host) throw new Error(`host ${hostId} is not known`);
+    const now = nowIso();
+    await this.store.updateHost({
+      ...host,
+      status: "online",
+      version: hello.version,
+      // The join request's labels are the operator's; the host's own labels add to them.
+      labels: { ...host.labels, ...hello.labels },
+      capacity: hello.capacity,
+      lastSeenAt: now,
+    });
+    const held = new Set(hello.environments.map((e) => e.id));
+    for (const env of await this.store.listEnvironments({ hostId })) {
+      // Pending environments belong to a deployment in flight, which settles them itself.
+      if (env.status === "pending" || env.status === "failed" || !env.hostEnv) continue;
+      if (held.has(`${env.project}/${env.hostEnv}`)) continue;
+      await this.store.putEnvironment({
+        ...env,
+        status: "failed",
+        evidence: { ...env.evidence, reconcile: { at: now, reason: `host ${hostId} no longer holds it` } },
+        updatedAt: now,
+      });
+      this.log.warn("environment missing on its host: marked failed", { environment: env.id, host: hostId });
+    }
+    this.log.info("host online", { host: hostId, unfinished: hello.unfinished.length });
+  }
+
+  async offline(hostId: string, reason: string): Promise<void> {
+    const host = await this.store.getHost(hostId);
+    if (!host) return;
+    await this.store.updateHost({ ...host, status: "offline" });
+    this.log.warn("host offline", { host: hostId, reason });
+  }
+
+  /** At start nobody is connected yet, whatever the store remembers. */
+  async markAllOffline(): Promise<void> {
+    for (const h of await this.store.listHosts()) {
+      if (h.status === "online") await this.store.updateHost({ ...h, status: "offline" });
+    }
+  }
+
+  private async freeHostId(name: string | undefined): Promise<string> {
+    const base = name && NAME_PATTERN.test(name) ? name : "host";
+    if (name && base === name && !(await this.store.getHost(base))) return base;
+    for (;;) {
+      const id = `${base.slice(0, 32)}-${randomToken(4).slice(0, 6)}`;
+      if (!(await this.store.getHost(id))) return id;
+    }
+  }
+}

@@ -1,0 +1,356 @@
+import { DenvError } from "@denv/spec";
+import { type Kysely, Migrator } from "kysely";
+import { migrationProvider } from "./migrations.js";
+import type {
+  DeploymentRecord,
+  DeploymentStatus,
+  EnvironmentRecord,
+  HostRecord,
+  JoinTokenRecord,
+  LogRecord,
+  ProjectRecord,
+  TargetRecord,
+  TokenRecord,
+  VersionRecord,
+} from "./records.js";
+import {
+  deploymentFromRow,
+  deploymentToRow,
+  environmentFromRow,
+  environmentToRow,
+  hostFromRow,
+  hostToRow,
+  joinTokenFromRow,
+  projectFromRow,
+  targetFromRow,
+  tokenFromRow,
+  versionFromRow,
+  versionToRow,
+} from "./rows.js";
+import type { Database } from "./schema.js";
+import type { EnvironmentFilter, Store } from "./store.js";
+
+/** SQLite's and PostgreSQL's ways of saying "that key exists". */
+function isUniqueViolation(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return code === "23505" || code === "SQLITE_CONSTRAINT_PRIMARYKEY" || code === "SQLITE_CONSTRAINT_UNIQUE";
+}
+
+async function insert(what: string, run: () => Promise<unknown>): Promise<void> {
+  try {
+    await run();
+  } catch (err) {
+    if (isUniqueViolation(err)) throw new DenvError("conflict", `${what} exists`);
+    throw err;
+  }
+}
+
+/** The Store over Kysely; the dialect (SQLite or PostgreSQL) is chosen by `openStore`. */
+export class KyselyStore implements Store {
+  constructor(private readonly db: Kysely<Database>) {}
+
+  async migrate(): Promise<void> {
+    const { error, results } = await new Migrator({
+      db: this.db,
+      provider: migrationProvider,
+    }).migrateToLatest();
+    const failed = results?.find((r) => r.status === "Error");
+    if (error || failed) {
+      throw new Error(`store migration ${failed?.migrationName ?? ""} failed: ${String(error)}`);
+    }
+  }
+
+  close(): Promise<void> {
+    return this.db.destroy();
+  }
+
+  // ---- tokens
+
+  createToken(t: TokenRecord): Promise<void> {
+    return insert(`token ${t.name}`, () =>
+      this.db
+        .insertInto("tokens")
+        .values({
+          id: t.id,
+          name: t.name,
+          role: t.role,
+          project: t.project ?? null,
+          hash: t.hash,
+          created_at: t.createdAt,
+        })
+        .execute(),
+    );
+  }
+
+  async tokenByHash(hash: string): Promise<TokenRecord | undefined> {
+    const r = await this.db.selectFrom("tokens").selectAll().where("hash", "=", hash).executeTakeFirst();
+    return r && tokenFromRow(r);
+  }
+
+  async listTokens(): Promise<TokenRecord[]> {
+    const rows = await this.db.selectFrom("tokens").selectAll().orderBy("created_at").execute();
+    return rows.map(tokenFromRow);
+  }
+
+  async deleteToken(id: string): Promise<boolean> {
+    const r = await this.db.deleteFrom("tokens").where("id", "=", id).executeTakeFirst();
+    return r.numDeletedRows > 0n;
+  }
+
+  // ---- projects
+
+  createProject(p: ProjectRecord): Promise<void> {
+    return insert(`project ${p.name}`, () =>
+      this.db
+        .insertInto("projects")
+        .values({
+          name: p.name,
+          kind: p.kind,
+          repo: p.repo ?? null,
+          compose_path: p.composePath,
+          version_seq: 0,
+          created_at: p.createdAt,
+        })
+        .execute(),
+    );
+  }
+
+  async getProject(name: string): Promise<ProjectRecord | undefined> {
+    const r = await this.db.selectFrom("projects").selectAll().where("name", "=", name).executeTakeFirst();
+    return r && projectFromRow(r);
+  }
+
+  async listProjects(): Promise<ProjectRecord[]> {
+    const rows = await this.db.selectFrom("projects").selectAll().orderBy("name").execute();
+    return rows.map(projectFromRow);
+  }
+
+  async deleteProject(name: string): Promise<boolean> {
+    const r = await this.db.deleteFrom("projects").where("name", "=", name).executeTakeFirst();
+    return r.numDeletedRows > 0n;
+  }
+
+  async nextVersionNumber(project: string): Promise<number> {
+    const r = await this.db
+      .updateTable("projects")
+      .set((eb) => ({ version_seq: eb("version_seq", "+", 1) }))
+      .where("name", "=", project)
+      .returning("version_seq")
+      .executeTakeFirst();
+    if (!r) throw new DenvError("not_found", `project ${project} not found`);
+    return Number(r.version_seq);
+  }
+
+  // ---- environments
+
+  async putEnvironment(e: EnvironmentRecord): Promise<void> {
+    const row = environmentToRow(e);
+    const { id: _id, ...rest } = row;
+    await this.db
+      .insertInto("environments")
+      .values(row)
+      .onConflict((oc) => oc.column("id").doUpdateSet(rest))
+      .execute();
+  }
+
+  async getEnvironment(id: string): Promise<EnvironmentRecord | undefined> {
+    const r = await this.db.selectFrom("environments").selectAll().where("id", "=", id).executeTakeFirst();
+    return r && environmentFromRow(r);
+  }
+
+  async listEnvironments(filter: EnvironmentFilter = {}): Promise<EnvironmentRecord[]> {
+    let q = this.db.selectFrom("environments").selectAll();
+    if (filter.project !== undefined) q = q.where("project", "=", filter.project);
+    if (filter.hostId !== undefined) q = q.where("host_id", "=", filter.hostId);
+    if (filter.sandbox !== undefined) q = q.where("sandbox", "=", filter.sandbox ? 1 : 0);
+    if (filter.expiredBefore !== undefined) q = q.where("expires_at", "<", filter.expiredBefore);
+    const rows = await q.orderBy("created_at").orderBy("id").execute();
+    return rows.map(environmentFromRow);
+  }
+
+  async deleteEnvironment(id: string): Promise<void> {
+    await this.db.deleteFrom("environments").where("id", "=", id).execute();
+  }
+
+  // ---- deployments
+
+  createDeployment(d: DeploymentRecord): Promise<void> {
+    return insert(`deployment ${d.id}`, () =>
+      this.db.insertInto("deployments").values(deploymentToRow(d)).execute(),
+    );
+  }
+
+  async updateDeployment(d: DeploymentRecord): Promise<void> {
+    const { id, ...rest } = deploymentToRow(d);
+    await this.db.updateTable("deployments").set(rest).where("id", "=", id).execute();
+  }
+
+  async getDeployment(id: string): Promise<DeploymentRecord | undefined> {
+    const r = await this.db.selectFrom("deployments").selectAll().where("id", "=", id).executeTakeFirst();
+    return r && deploymentFromRow(r);
+  }
+
+  async listDeployments(filter: {
+    project?: string;
+    statuses?: DeploymentStatus[];
+  }): Promise<DeploymentRecord[]> {
+    let q = this.db.selectFrom("deployments").selectAll();
+    if (filter.project !== undefined) q = q.where("project", "=", filter.project);
+    if (filter.statuses !== undefined) q = q.where("status", "in", filter.statuses);
+    const rows = await q.orderBy("created_at", "desc").orderBy("id", "desc").execute();
+    return rows.map(deploymentFromRow);
+  }
+
+  async countDeploymentsByStatus(): Promise<Record<string, number>> {
+    const rows = await this.db
+      .selectFrom("deployments")
+      .select((eb) => ["status", eb.fn.countAll().as("n")])
+      .groupBy("status")
+      .execute();
+    return Object.fromEntries(rows.map((r) => [r.status, Number(r.n)]));
+  }
+
+  async appendLog(entry: LogRecord): Promise<void> {
+    await this.db
+      .insertInto("deployment_logs")
+      .values({
+        deployment_id: entry.deploymentId,
+        seq: entry.seq,
+        ts: entry.ts,
+        event: entry.event,
+        data: JSON.stringify(entry.data),
+      })
+      .execute();
+  }
+
+  async listLogs(deploymentId: string, afterSeq: number): Promise<LogRecord[]> {
+    const rows = await this.db
+      .selectFrom("deployment_logs")
+      .selectAll()
+      .where("deployment_id", "=", deploymentId)
+      .where("seq", ">", afterSeq)
+      .orderBy("seq")
+      .execute();
+    return rows.map((r) => ({
+      deploymentId: r.deployment_id,
+      seq: Number(r.seq),
+      ts: r.ts,
+      event: r.event as LogRecord["event"],
+      data: JSON.parse(r.data) as unknown,
+    }));
+  }
+
+  // ---- versions
+
+  createVersion(v: VersionRecord): Promise<void> {
+    return insert(`version ${v.id}`, () => this.db.insertInto("versions").values(versionToRow(v)).execute());
+  }
+
+  async getVersion(project: string, number: number): Promise<VersionRecord | undefined> {
+    const r = await this.db
+      .selectFrom("versions")
+      .selectAll()
+      .where("project", "=", project)
+      .where("number", "=", number)
+      .executeTakeFirst();
+    return r && versionFromRow(r);
+  }
+
+  async listVersions(project: string): Promise<VersionRecord[]> {
+    const rows = await this.db
+      .selectFrom("versions")
+      .selectAll()
+      .where("project", "=", project)
+      .orderBy("number", "desc")
+      .execute();
+    return rows.map(versionFromRow);
+  }
+
+  async deleteVersion(id: string): Promise<void> {
+    await this.db.deleteFrom("versions").where("id", "=", id).execute();
+  }
+
+  // ---- targets
+
+  createTarget(t: TargetRecord): Promise<void> {
+    return insert(`target ${t.name}`, () =>
+      this.db.insertInto("targets").values({ name: t.name, kind: t.kind, created_at: t.createdAt }).execute(),
+    );
+  }
+
+  async getTarget(name: string): Promise<TargetRecord | undefined> {
+    const r = await this.db.selectFrom("targets").selectAll().where("name", "=", name).executeTakeFirst();
+    return r && targetFromRow(r);
+  }
+
+  async listTargets(): Promise<TargetRecord[]> {
+    const rows = await this.db.selectFrom("targets").selectAll().orderBy("name").execute();
+    return rows.map(targetFromRow);
+  }
+
+  // ---- hosts
+
+  createHost(h: HostRecord): Promise<void> {
+    return insert(`host ${h.id}`, () => this.db.insertInto("hosts").values(hostToRow(h)).execute());
+  }
+
+  async updateHost(h: HostRecord): Promise<void> {
+    const { id, ...rest } = hostToRow(h);
+    await this.db.updateTable("hosts").set(rest).where("id", "=", id).execute();
+  }
+
+  async getHost(id: string): Promise<HostRecord | undefined> {
+    const r = await this.db.selectFrom("hosts").selectAll().where("id", "=", id).executeTakeFirst();
+    return r && hostFromRow(r);
+  }
+
+  async hostByCredentialHash(hash: string): Promise<HostRecord | undefined> {
+    const r = await this.db
+      .selectFrom("hosts")
+      .selectAll()
+      .where("credential_hash", "=", hash)
+      .executeTakeFirst();
+    return r && hostFromRow(r);
+  }
+
+  async listHosts(filter: { target?: string } = {}): Promise<HostRecord[]> {
+    let q = this.db.selectFrom("hosts").selectAll();
+    if (filter.target !== undefined) q = q.where("target", "=", filter.target);
+    const rows = await q.orderBy("created_at").orderBy("id").execute();
+    return rows.map(hostFromRow);
+  }
+
+  // ---- join tokens
+
+  createJoinToken(t: JoinTokenRecord): Promise<void> {
+    return insert(`join token ${t.id}`, () =>
+      this.db
+        .insertInto("join_tokens")
+        .values({
+          id: t.id,
+          target: t.target,
+          hash: t.hash,
+          uses_left: t.usesLeft,
+          expires_at: t.expiresAt,
+          created_at: t.createdAt,
+        })
+        .execute(),
+    );
+  }
+
+  async joinTokenByHash(hash: string): Promise<JoinTokenRecord | undefined> {
+    const r = await this.db.selectFrom("join_tokens").selectAll().where("hash", "=", hash).executeTakeFirst();
+    return r && joinTokenFromRow(r);
+  }
+
+  async consumeJoinToken(id: string): Promise<boolean> {
+    // One statement, so two hosts racing for the last use cannot both win.
+    const r = await this.db
+      .updateTable("join_tokens")
+      .set((eb) => ({ uses_left: eb("uses_left", "-", 1) }))
+      .where("id", "=", id)
+      .where("uses_left", ">", 0)
+      .executeTakeFirst();
+    return r.numUpdatedRows > 0n;
+  }
+}

@@ -1,0 +1,136 @@
+import type { Kysely, Migration, MigrationProvider } from "kysely";
+
+/**
+ * The migrations, in code, shared by SQLite and PostgreSQL: only types both understand (text,
+ * integer) so one migration list serves both dialects. Append new migrations; never edit one
+ * that has shipped.
+ */
+const migrations: Record<string, Migration> = {
+  "0001_initial": {
+    async up(db: Kysely<unknown>): Promise<void> {
+      await db.schema
+        .createTable("tokens")
+        .addColumn("id", "text", (c) => c.primaryKey())
+        .addColumn("name", "text", (c) => c.notNull())
+        .addColumn("role", "text", (c) => c.notNull())
+        .addColumn("project", "text")
+        .addColumn("hash", "text", (c) => c.notNull().unique())
+        .addColumn("created_at", "text", (c) => c.notNull())
+        .execute();
+
+      await db.schema
+        .createTable("projects")
+        .addColumn("name", "text", (c) => c.primaryKey())
+        .addColumn("kind", "text", (c) => c.notNull())
+        .addColumn("repo", "text")
+        .addColumn("compose_path", "text", (c) => c.notNull())
+        .addColumn("version_seq", "integer", (c) => c.notNull().defaultTo(0))
+        .addColumn("created_at", "text", (c) => c.notNull())
+        .execute();
+
+      await db.schema
+        .createTable("environments")
+        .addColumn("id", "text", (c) => c.primaryKey())
+        .addColumn("project", "text", (c) => c.notNull())
+        .addColumn("name", "text", (c) => c.notNull())
+        .addColumn("host_id", "text")
+        .addColumn("host_env", "text")
+        .addColumn("status", "text", (c) => c.notNull())
+        .addColumn("version", "text")
+        .addColumn("parent_version", "text")
+        .addColumn("sandbox", "integer", (c) => c.notNull().defaultTo(0))
+        .addColumn("expires_at", "text")
+        .addColumn("services", "text", (c) => c.notNull())
+        .addColumn("agent", "text")
+        .addColumn("evidence", "text")
+        .addColumn("created_at", "text", (c) => c.notNull())
+        .addColumn("updated_at", "text", (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex("environments_project").on("environments").column("project").execute();
+      await db.schema.createIndex("environments_host").on("environments").column("host_id").execute();
+
+      await db.schema
+        .createTable("deployments")
+        .addColumn("id", "text", (c) => c.primaryKey())
+        .addColumn("kind", "text", (c) => c.notNull())
+        .addColumn("project", "text", (c) => c.notNull())
+        .addColumn("environment", "text", (c) => c.notNull())
+        .addColumn("status", "text", (c) => c.notNull())
+        .addColumn("phases", "text", (c) => c.notNull())
+        .addColumn("result", "text")
+        .addColumn("error", "text")
+        .addColumn("host_id", "text")
+        .addColumn("state", "text", (c) => c.notNull())
+        .addColumn("created_at", "text", (c) => c.notNull())
+        .addColumn("finished_at", "text")
+        .execute();
+      await db.schema
+        .createIndex("deployments_project")
+        .on("deployments")
+        .columns(["project", "created_at"])
+        .execute();
+      await db.schema.createIndex("deployments_status").on("deployments").column("status").execute();
+
+      await db.schema
+        .createTable("deployment_logs")
+        .addColumn("deployment_id", "text", (c) => c.notNull())
+        .addColumn("seq", "integer", (c) => c.notNull())
+        .addColumn("ts", "text", (c) => c.notNull())
+        .addColumn("event", "text", (c) => c.notNull())
+        .addColumn("data", "text", (c) => c.notNull())
+        .addPrimaryKeyConstraint("deployment_logs_pk", ["deployment_id", "seq"])
+        .execute();
+
+      await db.schema
+        .createTable("versions")
+        .addColumn("id", "text", (c) => c.primaryKey())
+        .addColumn("project", "text", (c) => c.notNull())
+        .addColumn("number", "integer", (c) => c.notNull())
+        .addColumn("host_id", "text", (c) => c.notNull())
+        .addColumn("source_environment", "text", (c) => c.notNull())
+        .addColumn("parent_version", "text")
+        .addColumn("digests", "text", (c) => c.notNull())
+        .addColumn("volumes", "text", (c) => c.notNull())
+        .addColumn("method", "text", (c) => c.notNull())
+        .addColumn("sizes", "text", (c) => c.notNull())
+        .addColumn("timings", "text", (c) => c.notNull())
+        .addColumn("created_at", "text", (c) => c.notNull())
+        .addUniqueConstraint("versions_project_number", ["project", "number"])
+        .execute();
+
+      await db.schema
+        .createTable("targets")
+        .addColumn("name", "text", (c) => c.primaryKey())
+        .addColumn("kind", "text", (c) => c.notNull())
+        .addColumn("created_at", "text", (c) => c.notNull())
+        .execute();
+
+      await db.schema
+        .createTable("hosts")
+        .addColumn("id", "text", (c) => c.primaryKey())
+        .addColumn("target", "text", (c) => c.notNull())
+        .addColumn("credential_hash", "text", (c) => c.notNull().unique())
+        .addColumn("status", "text", (c) => c.notNull())
+        .addColumn("version", "text")
+        .addColumn("labels", "text", (c) => c.notNull())
+        .addColumn("capacity", "text")
+        .addColumn("last_seen_at", "text")
+        .addColumn("created_at", "text", (c) => c.notNull())
+        .execute();
+
+      await db.schema
+        .createTable("join_tokens")
+        .addColumn("id", "text", (c) => c.primaryKey())
+        .addColumn("target", "text", (c) => c.notNull())
+        .addColumn("hash", "text", (c) => c.notNull().unique())
+        .addColumn("uses_left", "integer", (c) => c.notNull())
+        .addColumn("expires_at", "text", (c) => c.notNull())
+        .addColumn("created_at", "text", (c) => c.notNull())
+        .execute();
+    },
+  },
+};
+
+export const migrationProvider: MigrationProvider = {
+  getMigrations: () => Promise.resolve(migrations),
+};

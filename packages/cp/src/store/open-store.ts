@@ -1,0 +1,37 @@
+import { mkdirSync } from "node:fs";
+import { dirname } from "node:path";
+import BetterSqlite3 from "better-sqlite3";
+import { Kysely, PostgresDialect, SqliteDialect } from "kysely";
+import pg from "pg";
+import { KyselyStore } from "./kysely-store.js";
+import type { Database } from "./schema.js";
+import type { Store } from "./store.js";
+
+/**
+ * Opens the store named by `databaseUrl`: `postgres://` / `postgresql://` URLs use a pg Pool,
+ * anything else is a SQLite file path (WAL, so readers never wait for the writer). Migrates
+ * before returning.
+ */
+export async function openStore(databaseUrl: string): Promise<Store> {
+  const store = new KyselyStore(new Kysely<Database>({ dialect: dialectFor(databaseUrl) }));
+  try {
+    await store.migrate();
+  } catch (err) {
+    await store.close();
+    throw err;
+  }
+  return store;
+}
+
+function dialectFor(databaseUrl: string): SqliteDialect | PostgresDialect {
+  if (/^postgres(ql)?:\/\//.test(databaseUrl)) {
+    return new PostgresDialect({ pool: new pg.Pool({ connectionString: databaseUrl, max: 10 }) });
+  }
+  const path = databaseUrl.replace(/^sqlite:(\/\/)?/, "");
+  if (path !== ":memory:") mkdirSync(dirname(path), { recursive: true });
+  const db = new BetterSqlite3(path);
+  db.pragma("journal_mode = WAL");
+  // A second process (or a test reopening the file) may hold the lock for a moment.
+  db.pragma("busy_timeout = 5000");
+  return new SqliteDialect({ database: db });
+}

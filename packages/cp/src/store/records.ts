@@ -1,0 +1,118 @@
+import type { Deployment, Environment, Phase, Version } from "@denv/spec";
+
+/**
+ * What the store holds. Records are the cp's own view (camelCase); `services/present.ts` maps
+ * them onto the API resources of spec/api.ts.
+ */
+
+export type Role = "admin" | "member";
+
+export interface TokenRecord {
+  id: string;
+  name: string;
+  role: Role;
+  project?: string;
+  hash: string;
+  createdAt: string;
+}
+
+export interface ProjectRecord {
+  name: string;
+  kind: "rl-environment" | "service";
+  repo?: string;
+  composePath: string;
+  createdAt: string;
+}
+
+export type EnvironmentStatus = Environment["status"];
+
+export interface EnvironmentRecord {
+  /** PROJECT/ENV as clients address it. */
+  id: string;
+  project: string;
+  name: string;
+  hostId?: string;
+  /** The environment's name on its host: the host's id for it is `${project}/${hostEnv}`. */
+  hostEnv?: string;
+  status: EnvironmentStatus;
+  version?: string;
+  parentVersion?: string;
+  sandbox: boolean;
+  expiresAt?: string;
+  services: Environment["services"];
+  agent?: Environment["agent"];
+  evidence?: Record<string, unknown>;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export type DeploymentStatus = Deployment["status"];
+
+/**
+ * A deployment row. `state` holds what a resumed run needs to continue exactly where it stopped:
+ * the request, the chosen host, the version number, and the result of every finished step.
+ */
+export interface DeploymentRecord {
+  id: string;
+  kind: Deployment["kind"];
+  project: string;
+  environment: string;
+  status: DeploymentStatus;
+  phases: Phase[];
+  result?: unknown;
+  error?: { code: string; message: string };
+  hostId?: string;
+  state: DeploymentState;
+  createdAt: string;
+  finishedAt?: string;
+}
+
+export interface DeploymentState {
+  /** The request that created the deployment (kind-specific, validated by the engine). */
+  request: Record<string, unknown>;
+  /** Results of finished steps, by step name. */
+  steps: Record<string, unknown>;
+}
+
+export interface LogRecord {
+  deploymentId: string;
+  seq: number;
+  ts: string;
+  event: "phase" | "log";
+  data: unknown;
+}
+
+export type VersionRecord = Version;
+
+export interface TargetRecord {
+  name: string;
+  kind: "hosts" | "hetzner" | "aws" | "e2b" | "daytona" | "modal" | "prime";
+  createdAt: string;
+}
+
+export interface HostCapacity {
+  cpus: number;
+  memory_bytes: number;
+  disk_free_bytes: number;
+}
+
+export interface HostRecord {
+  id: string;
+  target: string;
+  credentialHash: string;
+  status: "online" | "offline";
+  version?: string;
+  labels: Record<string, string>;
+  capacity?: HostCapacity;
+  lastSeenAt?: string;
+  createdAt: string;
+}
+
+export interface JoinTokenRecord {
+  id: string;
+  target: string;
+  hash: string;
+  usesLeft: number;
+  expiresAt: string;
+  createdAt: string;
+}

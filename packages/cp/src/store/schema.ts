@@ -1,0 +1,94 @@
+/**
+ * Table shapes as the database holds them. JSON columns are text (the same on SQLite and
+ * PostgreSQL), booleans are 0/1 integers, timestamps ISO-8601 text (which sorts by time).
+ */
+export interface Database {
+  tokens: {
+    id: string;
+    name: string;
+    role: string;
+    project: string | null;
+    hash: string;
+    created_at: string;
+  };
+  projects: {
+    name: string;
+    kind: string;
+    repo: string | null;
+    compose_path: string;
+    version_seq: number;
+    created_at: string;
+  };
+  environments: {
+    id: string;
+    project: string;
+    name: string;
+    host_id: string | null;
+    host_env: string | null;
+    status: string;
+    version: string | null;
+    parent_version: string | null;
+    sandbox: number;
+    expires_at: string | null;
+    services: string;
+    agent: string | null;
+    evidence: string | null;
+    created_at: string;
+    updated_at: string;
+  };
+  deployments: {
+    id: string;
+    kind: string;
+    project: string;
+    environment: string;
+    status: string;
+    phases: string;
+    result: string | null;
+    error: string | null;
+    host_id: string | null;
+    state: string;
+    created_at: string;
+    finished_at: string | null;
+  };
+  deployment_logs: {
+    deployment_id: string;
+    seq: number;
+    ts: string;
+    event: string;
+    data: string;
+  };
+  versions: {
+    id: string;
+    project: string;
+    number: number;
+    host_id: string;
+    source_environment: string;
+    parent_version: string | null;
+    digests: string;
+    volumes: string;
+    method: string;
+    sizes: string;
+    timings: string;
+    created_at: string;
+  };
+  targets: { name: string; kind: string; created_at: string };
+  hosts: {
+    id: string;
+    target: string;
+    credential_hash: string;
+    status: string;
+    version: string | null;
+    labels: string;
+    capacity: string | null;
+    last_seen_at: string | null;
+    created_at: string;
+  };
+  join_tokens: {
+    id: string;
+    target: string;
+    hash: string;
+    uses_left: number;
+    expires_at: string;
+    created_at: string;
+  };
+}

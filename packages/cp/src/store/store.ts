@@ -1,0 +1,78 @@
+import type {
+  DeploymentRecord,
+  DeploymentStatus,
+  EnvironmentRecord,
+  HostRecord,
+  JoinTokenRecord,
+  LogRecord,
+  ProjectRecord,
+  TargetRecord,
+  TokenRecord,
+  VersionRecord,
+} from "./records.js";
+
+export interface EnvironmentFilter {
+  project?: string;
+  hostId?: string;
+  sandbox?: boolean;
+  /** Only environments whose sandbox TTL ended before this instant (ISO). */
+  expiredBefore?: string;
+}
+
+/**
+ * Persistence of the control plane. One implementation (Kysely) over two dialects (SQLite,
+ * PostgreSQL) with the same migrations; services depend on this interface only. Inserts of an
+ * existing key throw DenvError("conflict").
+ */
+export interface Store {
+  migrate(): Promise<void>;
+  close(): Promise<void>;
+
+  createToken(t: TokenRecord): Promise<void>;
+  tokenByHash(hash: string): Promise<TokenRecord | undefined>;
+  listTokens(): Promise<TokenRecord[]>;
+  deleteToken(id: string): Promise<boolean>;
+
+  createProject(p: ProjectRecord): Promise<void>;
+  getProject(name: string): Promise<ProjectRecord | undefined>;
+  listProjects(): Promise<ProjectRecord[]>;
+  deleteProject(name: string): Promise<boolean>;
+  /** Reserves the project's next version number (atomic; numbers are never reused). */
+  nextVersionNumber(project: string): Promise<number>;
+
+  putEnvironment(e: EnvironmentRecord): Promise<void>;
+  getEnvironment(id: string): Promise<EnvironmentRecord | undefined>;
+  listEnvironments(filter?: EnvironmentFilter): Promise<EnvironmentRecord[]>;
+  deleteEnvironment(id: string): Promise<void>;
+
+  createDeployment(d: DeploymentRecord): Promise<void>;
+  updateDeployment(d: DeploymentRecord): Promise<void>;
+  getDeployment(id: string): Promise<DeploymentRecord | undefined>;
+  /** Newest first. */
+  listDeployments(filter: { project?: string; statuses?: DeploymentStatus[] }): Promise<DeploymentRecord[]>;
+  countDeploymentsByStatus(): Promise<Record<string, number>>;
+
+  appendLog(entry: LogRecord): Promise<void>;
+  listLogs(deploymentId: string, afterSeq: number): Promise<LogRecord[]>;
+
+  createVersion(v: VersionRecord): Promise<void>;
+  getVersion(project: string, number: number): Promise<VersionRecord | undefined>;
+  /** Newest first. */
+  listVersions(project: string): Promise<VersionRecord[]>;
+  deleteVersion(id: string): Promise<void>;
+
+  createTarget(t: TargetRecord): Promise<void>;
+  getTarget(name: string): Promise<TargetRecord | undefined>;
+  listTargets(): Promise<TargetRecord[]>;
+
+  createHost(h: HostRecord): Promise<void>;
+  updateHost(h: HostRecord): Promise<void>;
+  getHost(id: string): Promise<HostRecord | undefined>;
+  hostByCredentialHash(hash: string): Promise<HostRecord | undefined>;
+  listHosts(filter?: { target?: string }): Promise<HostRecord[]>;
+
+  createJoinToken(t: JoinTokenRecord): Promise<void>;
+  joinTokenByHash(hash: string): Promise<JoinTokenRecord | undefined>;
+  /** Takes one use if any is left (atomic); false when none was. */
+  consumeJoinToken(id: string): Promise<boolean>;
+}

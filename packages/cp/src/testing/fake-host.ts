@@ -1,0 +1,346 @@
+import {
+  type CommandFrame,
+  type CommandKind,
+  CommandPayloads,
+  type Frame,
+  HEARTBEAT_MS,
+  JoinResponse,
+  PROTOCOL_VERSION,
+  parseFrame,
+} from "@denv/spec";
+import WebSocket from "ws";
+import { streamCommand } from "./fake-io.js";
+import { type HeldEnv, hostEnvironment, hostVersion, PROGRESS, verifyResult } from "./fake-results.js";
+import { FakeReader, FakeWriter } from "./fake-streams.js";
+
+/**
+ * A protocol client standing in for denvd in the cp's tests: it joins with a join token, dials
+ * the host stream, says hello with what it holds, answers commands with canned but realistic
+ * results (and progress frames), keeps a journal so a re-sent command id gets its recorded
+ * result, and plays its ends of data streams under credit.
+ */
+
+export interface FakeHostOptions {
+  name?: string;
+  labels?: Record<string, string>;
+  target?: string;
+  /** false: never send heartbeats (to be marked offline). */
+  heartbeats?: boolean;
+  heartbeatMs?: number;
+  /** Delay between progress frames. */
+  stepDelayMs?: number;
+  /** Delay before granting back what the fake host read (a slow host reader). */
+  grantDelayMs?: number;
+  /** Bytes env.files.get sends. */
+  fileBytes?: number;
+}
+
+type Outcome = { ok: true; result: unknown } | { ok: false; error: { code: string; message: string } };
+
+export class FakeHost {
+  readonly environments = new Map<string, HeldEnv>();
+  readonly versions = new Set<string>();
+  /** Every command frame received, re-sends included. */
+  readonly commands: CommandFrame[] = [];
+  readonly journal = new Map<string, Outcome>();
+  /** Data received on deploy source streams, by command id. */
+  readonly sources = new Map<string, { bytes: number; sha256: string }>();
+  /** Commands to fail: kind -> error (each failure is used once). */
+  readonly failures = new Map<CommandKind, { code: string; message: string }>();
+  /** Commands not to answer until `release`d (or the predicate changes). */
+  hold: (c: CommandFrame) => boolean = () => false;
+  heartbeats: boolean;
+  /** Delay before granting back what the host read from a cp stream (a slow host). */
+  grantDelayMs: number;
+  readers = new Map<string, FakeReader>();
+  writers = new Map<string, FakeWriter>();
+  private socket: WebSocket | undefined;
+  private running = new Set<string>();
+  private held = new Map<string, CommandFrame>();
+  private waiters: Array<() => void> = [];
+  private beat: NodeJS.Timeout | undefined;
+  closeCode: number | undefined;
+
+  private constructor(
+    readonly url: string,
+    readonly id: string,
+    readonly credential: string,
+    readonly target: string,
+    private readonly o: FakeHostOptions,
+  ) {
+    this.heartbeats = o.heartbeats ?? true;
+    this.grantDelayMs = o.grantDelayMs ?? 0;
+  }
+
+  /** POST /v1/hosts/join with `token`; throws with the cp's error body when refused. */
+  static async join(url: string, token: string, o: FakeHostOptions = {}): Promise<FakeHost> {
+    const res = await fetch(`${url}/v1/hosts/join`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({
+        token,
+        labels: o.labels ?? {},
+        ...(o.name ? { name: o.name } : {}),
+        ...(o.target ? { target: o.target } : {}),
+      }),
+    });
+    const body = (await res.json()) as unknown;
+    if (res.status !== 201)
+      throw Object.assign(new Error(JSON.stringify(body)), { status: res.status, body });
+    const j = JoinResponse.parse(body);
+    return new FakeHost(url, j.host_id, j.credential, j.target, o);
+  }
+
+  get connected(): boolean {
+    return this.socket?.readyState === WebSocket.OPEN;
+  }
+
+  /** Dials the stream and says hello; resolves once the socket is open. */
+  async connect(url = this.url): Promise<void> {
+    this.closeCode = undefined;
+    const socket = new WebSocket(`${url.replace(/^http/, "ws")}/v1/hosts/stream`, {
+      headers: { authorization: `Bearer ${this.credential}` },
+    });
+    this.socket = socket;
+    socket.on("message", (data) => this.receive(data.toString()));
+    socket.on("close", (code) => {
+      this.closeCode = code;
+      clearInterval(this.beat);
+      for (const r of this.readers.values()) r.finish("connection closed");
+      for (const w of this.writers.values()) w.close();
+      this.readers.clear();
+      this.writers.clear();
+      this.notify();
+    });
+    await new Promise<void>((resolve, reject) => {
+      socket.once("open", () => resolve());
+      socket.once("unexpected-response", (_req, res) =>
+        reject(new Error(`stream refused: HTTP ${res.statusCode}`)),
+      );
+      socket.once("error", reject);
+    });
+    this.send({
+      v: PROTOCOL_VERSION,
+      type: "hello",
+      host_id: this.id,
+      version: "0.1.0-fake",
+      capacity: { cpus: 8, memory_bytes: 16 * 1024 ** 3, disk_free_bytes: 100 * 1024 ** 3 },
+      labels: this.o.labels ?? {},
+      environments: [...this.environments.values()],
+      versions: [...this.versions],
+      unfinished: [...this.running, ...this.held.keys()],
+    });
+    this.beat = setInterval(() => {
+      if (this.heartbeats) this.send({ v: PROTOCOL_VERSION, type: "heartbeat", ts: Date.now() });
+    }, this.o.heartbeatMs ?? HEARTBEAT_MS);
+  }
+
+  /** Drops the connection without a goodbye (a network cut). */
+  disconnect(): void {
+    this.socket?.terminate();
+  }
+
+  async close(): Promise<void> {
+    clearInterval(this.beat);
+    if (this.socket && this.socket.readyState !== WebSocket.CLOSED) {
+      const closed = new Promise((r) => this.socket?.once("close", r));
+      this.socket.close();
+      await closed;
+    }
+  }
+
+  /** Waits until `check` holds (checked after every frame and state change). */
+  async until<T>(check: () => T | undefined | false, timeoutMs = 10_000): Promise<T> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const v = check();
+      if (v) return v;
+      if (Date.now() > deadline) throw new Error("fake host: condition not met in time");
+      await new Promise<void>((r) => {
+        this.waiters.push(r);
+        setTimeout(r, 50);
+      });
+    }
+  }
+
+  command(kind: CommandKind, nth = 0): Promise<CommandFrame> {
+    return this.until(() => this.commands.filter((c) => c.kind === kind)[nth]);
+  }
+
+  /** Answers a held command now. */
+  release(id: string): void {
+    const c = this.held.get(id);
+    if (!c) throw new Error(`no held command ${id}`);
+    this.held.delete(id);
+    void this.run(c);
+  }
+
+  private send(f: Frame): void {
+    if (this.socket?.readyState === WebSocket.OPEN) this.socket.send(JSON.stringify(f));
+  }
+
+  private notify(): void {
+    const w = this.waiters;
+    this.waiters = [];
+    for (const r of w) r();
+  }
+
+  private reader(id: string): FakeReader {
+    let r = this.readers.get(id);
+    if (!r) {
+      r = new FakeReader(id, (f) => this.send(f), this.grantDelayMs, false);
+      this.readers.set(id, r);
+    }
+    return r;
+  }
+
+  private writer(id: string): FakeWriter {
+    let w = this.writers.get(id);
+    if (!w) {
+      w = new FakeWriter(id, (f) => this.send(f));
+      this.writers.set(id, w);
+    }
+    return w;
+  }
+
+  private receive(text: string): void {
+    const f = parseFrame(text);
+    if (f.type === "command") {
+      CommandPayloads[f.kind].parse(f.payload);
+      this.commands.push(f);
+      this.send({ v: PROTOCOL_VERSION, type: "ack", id: f.id });
+      const recorded = this.journal.get(f.id);
+      if (recorded) this.send({ v: PROTOCOL_VERSION, type: "result", id: f.id, ...recorded });
+      else if (!this.running.has(f.id)) {
+        if (this.hold(f)) this.held.set(f.id, f);
+        else {
+          this.held.delete(f.id);
+          void this.run(f);
+        }
+      }
+    } else if (f.type === "data") this.reader(f.stream).accept(f);
+    else if (f.type === "window") this.writers.get(f.stream)?.grant(f.bytes);
+    else if (f.type === "end") this.reader(f.stream).finish(f.error);
+    this.notify();
+  }
+
+  private async run(c: CommandFrame): Promise<void> {
+    this.running.add(c.id);
+    let outcome: Outcome;
+    try {
+      const failure = this.failures.get(c.kind);
+      if (failure) {
+        this.failures.delete(c.kind);
+        await this.progress(c, (PROGRESS[c.kind] ?? []).slice(0, 1));
+        throw Object.assign(new Error(failure.message), { code: failure.code });
+      }
+      outcome = { ok: true, result: await this.handle(c) };
+    } catch (err) {
+      const e = err as Error & { code?: string };
+      outcome = { ok: false, error: { code: e.code ?? "internal", message: e.message } };
+    }
+    this.running.delete(c.id);
+    this.journal.set(c.id, outcome);
+    this.send({ v: PROTOCOL_VERSION, type: "result", id: c.id, ...outcome });
+    this.notify();
+  }
+
+  private async progress(c: CommandFrame, phases: readonly string[]): Promise<void> {
+    for (const phase of phases) {
+      this.send({ v: PROTOCOL_VERSION, type: "progress", id: c.id, phase });
+      await new Promise((r) => setTimeout(r, this.o.stepDelayMs ?? 2));
+      this.send({ v: PROTOCOL_VERSION, type: "progress", id: c.id, line: `${phase} done` });
+      this.send({ v: PROTOCOL_VERSION, type: "progress", id: c.id, phase, evidence: { [`${phase}_ms`]: 1 } });
+    }
+  }
+
+  private async handle(c: CommandFrame): Promise<unknown> {
+    const p = c.payload as Record<string, never>;
+    const notFound = (what: string) =>
+      Object.assign(new Error(`${what} not found on ${this.id}`), { code: "not_found" });
+    const env = (id: string) => {
+      const e = this.environments.get(id);
+      if (!e) throw notFound(`environment ${id}`);
+      return e;
+    };
+    const phases = PROGRESS[c.kind] ?? [];
+    switch (c.kind) {
+      case "env.deploy": {
+        const { project, environment, source_stream } = CommandPayloads["env.deploy"].parse(p);
+        const r = this.reader(source_stream);
+        const error = await r.ended;
+        // As denvd: a source cut off by a dropped connection makes the deploy "interrupted".
+        if (error)
+          throw Object.assign(new Error(`the connection dropped during the source: ${error}`), {
+            code: "interrupted",
+          });
+        this.sources.set(c.id, { bytes: r.bytes, sha256: r.sha256() });
+        await this.progress(c, phases);
+        const id = `${project}/${environment}`;
+        this.environments.set(id, { id, status: "running" });
+        return hostEnvironment(id, "running");
+      }
+      case "env.fork": {
+        const { version, name } = CommandPayloads["env.fork"].parse(p);
+        if (!this.versions.has(version)) throw notFound(`version ${version}`);
+        await this.progress(c, phases);
+        const id = `${version.split("@")[0]}/${name}`;
+        this.environments.set(id, { id, status: "running", parent_version: version });
+        return hostEnvironment(id, "running", version);
+      }
+      case "env.snapshot": {
+        const { environment, number } = CommandPayloads["env.snapshot"].parse(p);
+        env(environment);
+        await this.progress(c, phases);
+        const project = environment.split("/")[0] as string;
+        const v = hostVersion(project, number ?? this.versions.size + 1, environment);
+        this.versions.add(v.id);
+        return v;
+      }
+      case "env.stop":
+      case "env.start": {
+        const { environment } = CommandPayloads["env.stop"].parse(p);
+        const e = env(environment);
+        await this.progress(c, phases);
+        e.status = c.kind === "env.stop" ? "stopped" : "running";
+        return hostEnvironment(environment, e.status, e.parent_version);
+      }
+      case "env.destroy": {
+        const { environment } = CommandPayloads["env.destroy"].parse(p);
+        env(environment);
+        await this.progress(c, phases);
+        this.environments.delete(environment);
+        return { environment, destroyed: true };
+      }
+      case "env.verify": {
+        const { environment } = CommandPayloads["env.verify"].parse(p);
+        env(environment);
+        await this.progress(c, phases);
+        return verifyResult(environment.split("/")[0] as string, environment);
+      }
+      case "version.delete": {
+        const { version } = CommandPayloads["version.delete"].parse(p);
+        if (!this.versions.delete(version)) throw notFound(`version ${version}`);
+        return { version, deleted: true };
+      }
+      case "env.logs":
+        env(CommandPayloads["env.logs"].parse(p).environment);
+        return { stdout: "api listening on :8080\n", stderr: "" };
+      case "env.probe_egress":
+        env(CommandPayloads["env.probe_egress"].parse(p).environment);
+        return { ok: true, findings: [], duration_ms: 12 };
+      case "env.exec":
+      case "env.files.put":
+      case "env.files.get":
+      case "env.connect":
+        return streamCommand(c, {
+          reader: (id) => this.reader(id),
+          writer: (id) => this.writer(id),
+          holds: (id) => this.environments.has(id),
+          fileBytes: this.o.fileBytes ?? 1024,
+        });
+      default:
+        return { removed: [] };
+    }
+  }
+}
