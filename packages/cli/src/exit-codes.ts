@@ -1,7 +1,10 @@
-/** The exit codes of `denv` commands, defined in one place. */
+/**
+ * The exit codes of `denv` commands, defined in one place. `denv exec` passes its command's code
+ * through and uses spec's ExitCodes (125 for its own failures) instead.
+ */
 export const ExitCode = {
   ok: 0,
-  /** The command ran and the answer is no (refusals), or an input could not be read. */
+  /** The command ran and the answer is no (refusals, a failed deployment), or denv failed. */
   failure: 1,
   /** Bad usage: unknown command or flag, wrong number of arguments. */
   usage: 2,
@@ -17,5 +20,19 @@ export class UsageError extends Error {
   ) {
     super(message);
     this.name = "UsageError";
+  }
+}
+
+/**
+ * A failure the CLI itself found (no project given, a local file missing): like the SDK's
+ * errors it has a stable code and a message that says what to do.
+ */
+export class CliError extends Error {
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+    this.name = "CliError";
   }
 }

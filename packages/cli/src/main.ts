@@ -1,50 +1,129 @@
 #!/usr/bin/env node
-import { validate } from "./commands/validate.js";
+import {
+  type CommandSpec,
+  commandHelp,
+  type Entry,
+  type GroupSpec,
+  groupHelp,
+  leafName,
+  parseCommandArgs,
+} from "./command.js";
+import { COMMANDS } from "./commands/index.js";
+import { Context, describeError } from "./context.js";
 import { ExitCode, UsageError } from "./exit-codes.js";
 import { type Io, processIo } from "./io.js";
 
-type Command = (args: string[], io: Io) => ExitCode;
-
-/** One module per command; this table is the whole dispatcher. */
-const COMMANDS: Readonly<Record<string, { run: Command; summary: string }>> = {
-  validate: { run: validate, summary: "check a compose file and print the normalized plan" },
-};
-
-const USAGE = `usage: denv <command> [args]
+const USAGE = `usage: denv <command> [args] [flags]
 
 commands:
-${Object.entries(COMMANDS)
-  .map(([name, c]) => `  ${name.padEnd(10)}${c.summary}`)
-  .join("\n")}
+${COMMANDS.map((c) => `  ${c.name.padEnd(14)}${c.summary}`).join("\n")}
 
-Run 'denv <command> --help' for a command's flags.
+Every command takes --json (one JSON object on stdout) and --help.
+Run 'denv <command> --help' for a command's subcommands and flags.
 `;
 
-function main(argv: string[], io: Io): ExitCode {
+const isHelp = (arg: string | undefined) => arg === "--help" || arg === "-h" || arg === "help";
+
+async function main(argv: string[], io: Io): Promise<number> {
   const [name, ...args] = argv;
-  if (name === "--help" || name === "-h" || name === "help") {
-    io.stdout(USAGE);
-    return ExitCode.ok;
+  if (name === undefined || isHelp(name)) {
+    (name === undefined ? io.stderr : io.stdout)(USAGE);
+    return name === undefined ? ExitCode.usage : ExitCode.ok;
   }
-  const command = name !== undefined && Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
-  if (command === undefined) {
-    io.stderr(
-      `${name === undefined ? "denv: no command given" : `denv: unknown command '${name}'`}\n\n${USAGE}`,
+  const entry = COMMANDS.find((c) => c.name === name);
+  if (entry === undefined) return usageFailure(io, argv, `unknown command '${name}'`, USAGE, ExitCode.usage);
+  if ("raw" in entry) {
+    try {
+      return await entry.raw(args, io);
+    } catch (err) {
+      if (!(err instanceof UsageError)) throw err;
+      return usageFailure(io, args, err.message, `${err.usage}\n`, ExitCode.usage, entry);
+    }
+  }
+  if ("subcommands" in entry) return await runGroup(entry, args, io);
+  return await runCommand(entry, args, io);
+}
+
+async function runGroup(group: GroupSpec, args: string[], io: Io): Promise<number> {
+  const [sub, ...rest] = args;
+  if (sub === undefined || isHelp(sub)) {
+    (sub === undefined ? io.stderr : io.stdout)(groupHelp(group));
+    return sub === undefined ? ExitCode.usage : ExitCode.ok;
+  }
+  const spec = group.subcommands.find((c) => leafName(c) === sub);
+  if (spec === undefined) {
+    return usageFailure(
+      io,
+      args,
+      `unknown subcommand '${group.name} ${sub}'`,
+      groupHelp(group),
+      ExitCode.usage,
     );
-    return ExitCode.usage;
   }
+  return await runCommand(spec, rest, io);
+}
+
+async function runCommand(spec: CommandSpec, args: string[], io: Io): Promise<number> {
+  const failureCode = spec.failureCode ?? ExitCode.failure;
+  const json = (spec.split?.(args).head ?? args).includes("--json");
+  let ctx: Context | undefined;
   try {
-    return command.run(args, io);
+    const { head, rest } = spec.split?.(args) ?? { head: args, rest: [] };
+    const { values, positionals } = parseCommandArgs(spec, head);
+    if (values.help === true) {
+      io.stdout(commandHelp(spec));
+      return ExitCode.ok;
+    }
+    ctx = new Context(io, spec, values, positionals, rest);
+    return await spec.run(ctx);
   } catch (err) {
-    if (!(err instanceof UsageError)) throw err;
-    if (args.includes("--json")) {
-      io.stdout(
-        `${JSON.stringify({ ok: false, error: { code: "invalid_request", message: err.message } })}\n`,
+    if (err instanceof UsageError) {
+      return usageFailure(
+        io,
+        json ? ["--json"] : [],
+        err.message,
+        `${err.usage}\n`,
+        spec.usageCode ?? ExitCode.usage,
+        spec,
       );
     }
-    io.stderr(`denv ${name}: ${err.message}\n${err.usage}\n`);
-    return ExitCode.usage;
+    const described = describeError(err);
+    if (described === undefined) {
+      io.stderr(`denv ${spec.name}: internal error: ${(err as Error).stack ?? String(err)}\n`);
+      if (json)
+        io.stdout(`${JSON.stringify({ ok: false, error: { code: "internal", message: String(err) } })}\n`);
+      return failureCode;
+    }
+    if (json) io.stdout(`${JSON.stringify({ ok: false, error: described })}\n`);
+    else
+      io.stderr(
+        `denv ${spec.name}: ${described.message}\n${(described.details ?? []).map((d) => `  ${d}\n`).join("")}`,
+      );
+    return failureCode;
   }
 }
 
-process.exitCode = main(process.argv.slice(2), processIo());
+/** Bad usage: the message and the usage on stderr (and one JSON object with --json). */
+function usageFailure(
+  io: Io,
+  args: string[],
+  message: string,
+  usage: string,
+  code: number,
+  spec?: Entry,
+): number {
+  if (args.includes("--json")) {
+    io.stdout(`${JSON.stringify({ ok: false, error: { code: "invalid_request", message } })}\n`);
+  }
+  const prefix = spec === undefined ? "denv" : `denv ${spec.name}`;
+  const more = spec === undefined ? "" : `Run 'denv ${spec.name} --help' for more.\n`;
+  io.stderr(`${prefix}: ${message}\n${usage}${more}`);
+  return code;
+}
+
+const io = processIo();
+const code = await main(process.argv.slice(2), io);
+// Exit explicitly: an exec that stopped reading stdin, or a tunnel's sockets, must not keep
+// the process alive once the command is done. Writes to pipes and files are synchronous.
+process.exitCode = code;
+process.stdout.write("", () => process.exit(code));

@@ -1,0 +1,363 @@
+import type { Duplex } from "node:stream";
+import { Readable } from "node:stream";
+import {
+  ApiToken,
+  type CreateApiToken,
+  type CreateJoinToken,
+  type CreateProject,
+  type CreateSandbox,
+  Deployment,
+  DeploymentList,
+  Environment,
+  EnvironmentList,
+  type ExecRequest,
+  ExecResponse,
+  FilesPutResponse,
+  type ForkRequest,
+  Health,
+  type Host,
+  HostList,
+  JoinToken,
+  LogsResponse,
+  ProbeResult,
+  Project,
+  ProjectList,
+  type RollbackRequest,
+  SandboxList,
+  Target,
+  type TargetKind,
+  TargetList,
+  TokenList,
+  Version,
+  VersionList,
+  WhoAmI,
+} from "@denv/spec";
+import {
+  type DeploymentEvent,
+  deploymentEvents,
+  type FollowOptions,
+  isFinished,
+  waitForDeployment,
+} from "./deployments.js";
+import { type ExecStreamOptions, runExecStream } from "./exec-stream.js";
+import { type Query, Transport } from "./http.js";
+import { checkExec, enc, envPath, parseServicePort, splitEnv, versionPath, withSignal } from "./paths.js";
+import { listenForward, openTunnel, type PortForward, type PortForwardOptions } from "./tunnel.js";
+
+/** What a spec schema accepts (defaults optional) and what it gives, without importing zod. */
+type Input<S> = S extends { _zod: { input: infer I } } ? I : never;
+type Output<S> = S extends { _zod: { output: infer O } } ? O : never;
+
+export type ApiTokenInfo = Output<typeof ApiToken>;
+export type JoinTokenInfo = Output<typeof JoinToken>;
+
+export interface DenvClientOptions {
+  /** The control plane's URL, e.g. http://127.0.0.1:8420. */
+  url: string;
+  /** An API token (sent as `Authorization: Bearer`). */
+  token?: string | undefined;
+  /** A fetch implementation (default: the global fetch). */
+  fetch?: typeof fetch;
+}
+
+/** Options of the routes that start a deployment. */
+export interface WaitOptions extends FollowOptions {
+  /** Follow the deployment until it finishes and return its final state (default: return at once). */
+  wait?: boolean;
+}
+
+export type DeploySource =
+  /** The project folder as a tar stream (optionally gzip-compressed). */
+  | { tar: AsyncIterable<Uint8Array> | Uint8Array }
+  /** A git ref of a project that deploys from a repository. */
+  | { gitRef: string };
+
+/** Files routes act in the agent service as the agent user unless told otherwise. */
+export interface FilesOptions {
+  service?: string;
+  user?: string;
+  signal?: AbortSignal;
+}
+
+/**
+ * A client of the denv control plane's REST API (contracts/routes.md): one method per route,
+ * answers parsed with the @denv/spec schemas, failures thrown as DenvApiError.
+ */
+export class DenvClient {
+  readonly #http: Transport;
+
+  constructor(options: DenvClientOptions) {
+    this.#http = new Transport(options.url, options.token, options.fetch);
+  }
+
+  /** The control plane's URL, without a trailing slash. */
+  get url(): string {
+    return this.#http.url;
+  }
+
+  health(): Promise<{ ok: true }> {
+    return this.#http.json("GET", "/healthz", Health);
+  }
+
+  whoami(): Promise<WhoAmI> {
+    return this.#http.json("GET", "/v1/whoami", WhoAmI);
+  }
+
+  // Tokens (admin).
+
+  createToken(body: Input<typeof CreateApiToken>): Promise<ApiTokenInfo> {
+    return this.#http.json("POST", "/v1/tokens", ApiToken, { json: body });
+  }
+
+  async listTokens(): Promise<ApiTokenInfo[]> {
+    return (await this.#http.json("GET", "/v1/tokens", TokenList)).tokens;
+  }
+
+  deleteToken(id: string): Promise<void> {
+    return this.#http.empty("DELETE", `/v1/tokens/${enc(id)}`);
+  }
+
+  // Projects.
+
+  createProject(body: Input<typeof CreateProject>): Promise<Project> {
+    return this.#http.json("POST", "/v1/projects", Project, { json: body });
+  }
+
+  async listProjects(): Promise<Project[]> {
+    return (await this.#http.json("GET", "/v1/projects", ProjectList)).projects;
+  }
+
+  getProject(project: string): Promise<Project> {
+    return this.#http.json("GET", `/v1/projects/${enc(project)}`, Project);
+  }
+
+  deleteProject(project: string): Promise<void> {
+    return this.#http.empty("DELETE", `/v1/projects/${enc(project)}`);
+  }
+
+  // Deployments.
+
+  /** Deploys a project into an environment (`alpha` unless `environment` says otherwise). */
+  async deploy(
+    project: string,
+    source: DeploySource,
+    options: WaitOptions & { environment?: string } = {},
+  ): Promise<Deployment> {
+    const path = `/v1/projects/${enc(project)}/deploy`;
+    const query = { environment: options.environment };
+    const init =
+      "tar" in source
+        ? { query, body: source.tar, contentType: "application/x-tar" }
+        : { query, json: { git_ref: source.gitRef } };
+    const started = await this.#http.json("POST", path, Deployment, withSignal(init, options.signal));
+    return await this.#settle(started, options);
+  }
+
+  async listDeployments(project: string): Promise<Deployment[]> {
+    const path = `/v1/projects/${enc(project)}/deployments`;
+    return (await this.#http.json("GET", path, DeploymentList)).deployments;
+  }
+
+  getDeployment(id: string): Promise<Deployment> {
+    return this.#http.json("GET", `/v1/deployments/${enc(id)}`, Deployment);
+  }
+
+  /** The events of a deployment's log: the past first, then live until it finishes. */
+  deploymentEvents(id: string, options: { signal?: AbortSignal } = {}): AsyncGenerator<DeploymentEvent> {
+    return deploymentEvents(this.#http, id, options.signal);
+  }
+
+  /** Follows a deployment's log until it finishes; returns the final Deployment. */
+  waitForDeployment(id: string, options: FollowOptions = {}): Promise<Deployment> {
+    return waitForDeployment(this.#http, id, options);
+  }
+
+  // Environments.
+
+  async listEnvironments(project: string): Promise<Environment[]> {
+    const path = `/v1/projects/${enc(project)}/environments`;
+    return (await this.#http.json("GET", path, EnvironmentList)).environments;
+  }
+
+  getEnvironment(env: string): Promise<Environment> {
+    return this.#http.json("GET", envPath(env), Environment);
+  }
+
+  /** Forks a version into a new environment (the result of the deployment is the Environment). */
+  fork(env: string, body: Input<typeof ForkRequest> = {}, options: WaitOptions = {}): Promise<Deployment> {
+    return this.#operation("POST", `${envPath(env)}/fork`, body, options);
+  }
+
+  /** Snapshots an environment into a new version (the result of the deployment is the Version). */
+  snapshot(env: string, options: WaitOptions = {}): Promise<Deployment> {
+    return this.#operation("POST", `${envPath(env)}/snapshot`, undefined, options);
+  }
+
+  rollback(env: string, body: Input<typeof RollbackRequest>, options: WaitOptions = {}): Promise<Deployment> {
+    return this.#operation("POST", `${envPath(env)}/rollback`, body, options);
+  }
+
+  stop(env: string, options: WaitOptions = {}): Promise<Deployment> {
+    return this.#operation("POST", `${envPath(env)}/stop`, undefined, options);
+  }
+
+  start(env: string, options: WaitOptions = {}): Promise<Deployment> {
+    return this.#operation("POST", `${envPath(env)}/start`, undefined, options);
+  }
+
+  destroy(env: string, options: WaitOptions = {}): Promise<Deployment> {
+    return this.#operation("DELETE", envPath(env), undefined, options);
+  }
+
+  /** Grades the environment on a fork (the result of the deployment is a VerifyResponse). */
+  verify(env: string, options: WaitOptions = {}): Promise<Deployment> {
+    return this.#operation("POST", `${envPath(env)}/verify`, undefined, options);
+  }
+
+  // Exec, files, tunnels, logs.
+
+  /** Runs a command and returns its whole result (stdin, if any, given base64 in the request). */
+  exec(env: string, request: Input<typeof ExecRequest>): Promise<ExecResponse> {
+    return this.#http.json("POST", `${envPath(env)}/exec`, ExecResponse, { json: checkExec(request) });
+  }
+
+  /** Runs a command with streamed stdin and output (WebSocket); resolves with its result. */
+  execStream(
+    env: string,
+    request: Input<typeof ExecRequest>,
+    options: ExecStreamOptions = {},
+  ): Promise<ExecResponse> {
+    return runExecStream(this.#http, `${envPath(env)}/exec/stream`, checkExec(request), options);
+  }
+
+  /** Extracts a tar archive into directory `dir` of a service (created when missing). */
+  putFiles(
+    env: string,
+    dir: string,
+    tar: AsyncIterable<Uint8Array> | Uint8Array,
+    options: FilesOptions = {},
+  ): Promise<{ entries: number; bytes: number }> {
+    const init = { query: filesQuery(dir, options), body: tar, contentType: "application/x-tar" };
+    return this.#http.json(
+      "PUT",
+      `${envPath(env)}/files`,
+      FilesPutResponse,
+      withSignal(init, options.signal),
+    );
+  }
+
+  /** A tar archive of `path` (a file or a directory, under its own base name). */
+  async getFiles(env: string, path: string, options: FilesOptions = {}): Promise<Readable> {
+    const init = { query: filesQuery(path, options), accept: "application/x-tar" };
+    const res = await this.#http.send("GET", `${envPath(env)}/files`, withSignal(init, options.signal));
+    if (res.body === null) return Readable.from([]);
+    return Readable.fromWeb(res.body as import("node:stream/web").ReadableStream<Uint8Array>);
+  }
+
+  /** A TCP connection to `port` of `service`, as a duplex byte stream (one WebSocket). */
+  connect(
+    env: string,
+    service: string,
+    port: number,
+    options: { signal?: AbortSignal } = {},
+  ): Promise<Duplex> {
+    return openTunnel(this.#http, `${envPath(env)}/connect`, { service, port }, options.signal);
+  }
+
+  /**
+   * Listens on a local port (127.0.0.1; 0 picks a free one) and forwards each connection to
+   * `service:port` of the environment through its own WebSocket.
+   */
+  portForward(
+    env: string,
+    target: string,
+    localPort = 0,
+    options: PortForwardOptions = {},
+  ): Promise<PortForward> {
+    const { service, port } = parseServicePort(target);
+    return listenForward(() => this.connect(env, service, port), localPort, options);
+  }
+
+  logs(env: string, options: { service?: string; tail?: number } = {}): Promise<Output<typeof LogsResponse>> {
+    const query: Query = { service: options.service, tail: options.tail };
+    return this.#http.json("GET", `${envPath(env)}/logs`, LogsResponse, { query });
+  }
+
+  /** Runs the egress probe of an environment now and returns its findings. */
+  probe(env: string): Promise<ProbeResult> {
+    return this.#http.json("GET", `${envPath(env)}/probe`, ProbeResult);
+  }
+
+  // Versions.
+
+  async listVersions(project: string): Promise<Version[]> {
+    const path = `/v1/projects/${enc(project)}/versions`;
+    return (await this.#http.json("GET", path, VersionList)).versions;
+  }
+
+  /** `id` is PROJECT@vN. */
+  getVersion(id: string): Promise<Version> {
+    return this.#http.json("GET", versionPath(id), Version);
+  }
+
+  deleteVersion(id: string): Promise<void> {
+    return this.#http.empty("DELETE", versionPath(id));
+  }
+
+  // Sandboxes.
+
+  /** Creates a sandbox: a ready fork with a TTL, for one episode. */
+  createSandbox(body: Input<typeof CreateSandbox>): Promise<Environment> {
+    return this.#http.json("POST", "/v1/sandboxes", Environment, { json: body });
+  }
+
+  async listSandboxes(): Promise<Environment[]> {
+    return (await this.#http.json("GET", "/v1/sandboxes", SandboxList)).sandboxes;
+  }
+
+  deleteSandbox(env: string): Promise<void> {
+    const { project, name } = splitEnv(env);
+    return this.#http.empty("DELETE", `/v1/sandboxes/${enc(project)}/${enc(name)}`);
+  }
+
+  // Targets and hosts.
+
+  createTarget(body: { name: string; kind: Output<typeof TargetKind> }): Promise<Target> {
+    return this.#http.json("POST", "/v1/targets", Target, { json: body });
+  }
+
+  async listTargets(): Promise<Target[]> {
+    return (await this.#http.json("GET", "/v1/targets", TargetList)).targets;
+  }
+
+  createJoinToken(target: string, body: Input<typeof CreateJoinToken> = {}): Promise<JoinTokenInfo> {
+    return this.#http.json("POST", `/v1/targets/${enc(target)}/join-tokens`, JoinToken, { json: body });
+  }
+
+  async listHosts(): Promise<Host[]> {
+    return (await this.#http.json("GET", "/v1/hosts", HostList)).hosts;
+  }
+
+  async #operation(method: string, path: string, body: unknown, options: WaitOptions): Promise<Deployment> {
+    const init = body === undefined ? {} : { json: body };
+    const started = await this.#http.json(method, path, Deployment, withSignal(init, options.signal));
+    return await this.#settle(started, options);
+  }
+
+  /**
+   * `wait` follows the log route rather than asking for `?wait=true`: the phases arrive as they
+   * happen, and no single HTTP request has to outlive a long build (fetch gives up on headers
+   * after 5 minutes).
+   */
+  async #settle(started: Deployment, options: WaitOptions): Promise<Deployment> {
+    if (options.wait !== true || isFinished(started)) {
+      if (options.wait === true) for (const phase of started.phases) options.onPhase?.(phase);
+      return started;
+    }
+    return await waitForDeployment(this.#http, started.id, options);
+  }
+}
+
+function filesQuery(path: string, options: FilesOptions): Query {
+  return { path, service: options.service, user: options.user };
+}
