@@ -104,12 +104,17 @@ export async function runExec(docker: DockerClient, o: RunExecOptions): Promise<
       handle.stream.resume();
     },
   });
+  // The first bytes are kept even when output is not collected: a process that could not start
+  // is told apart (127 or 126) only by what Docker wrote there.
+  const head = new CappedBuffer(4096, true);
   handle.stdout.on("data", (b: Buffer) => {
     out.push(b);
+    head.push(b);
     if (!discard) o.onStdout?.(b);
   });
   handle.stderr.on("data", (b: Buffer) => {
     err.push(b);
+    head.push(b);
     if (!discard) o.onStderr?.(b);
   });
   const ended = new Promise<void>((resolve) => {
@@ -175,7 +180,7 @@ export async function runExec(docker: DockerClient, o: RunExecOptions): Promise<
   else if (cancelled) exitCode = exitCode ?? 137;
   else if (exitCode === null || (exitCode === 126 && pid === 0)) {
     // The process never started: tell a missing executable from other failures, as a shell does.
-    const text = stderr.toString("utf8") + out.value().toString("utf8");
+    const text = head.value().toString("utf8");
     exitCode = NOT_FOUND.test(text)
       ? ExitCodes.notFound
       : CANNOT_RUN.test(text)

@@ -820,7 +820,7 @@ export class Runtime {
   /** Stops the agent, snapshots, forks, runs the verifier on the fork and returns its reward. */
   verify(
     envId: string,
-    opts: { command?: string; keepFork?: boolean; onPhase?: PhaseListener } = {},
+    opts: { command?: string; keepFork?: boolean; onPhase?: PhaseListener; number?: number } = {},
   ): Promise<VerifyResult> {
     return verifyEnvironment(this, envId, opts);
   }

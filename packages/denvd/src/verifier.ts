@@ -50,7 +50,7 @@ export const SUBMISSION_DIR = "/submission";
 export async function verifyEnvironment(
   rt: Runtime,
   envId: string,
-  opts: { command?: string; keepFork?: boolean; onPhase?: PhaseListener } = {},
+  opts: { command?: string; keepFork?: boolean; onPhase?: PhaseListener; number?: number } = {},
 ): Promise<VerifyResult> {
   const phase = opts.onPhase ?? (() => undefined);
   const rec = await rt.requireEnvironment(envId);
@@ -67,7 +67,10 @@ export async function verifyEnvironment(
   const agent = await rt.stopAgent(envId);
   const tStopped = Date.now();
   phase("snapshot", { agent });
-  const version: VersionInfo = await snapshotEnvironment(rt, envId, { command });
+  const version: VersionInfo = await snapshotEnvironment(rt, envId, {
+    command,
+    ...(opts.number !== undefined ? { number: opts.number } : {}),
+  });
   phase("fork", { version: version.id });
   const tSnap = Date.now();
   const fork: EnvironmentInfo = await rt.fork(version.id, {

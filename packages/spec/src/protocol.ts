@@ -210,7 +210,8 @@ export const CommandPayloads = {
   "env.start": EnvRefPayload,
   "env.destroy": EnvRefPayload,
   "env.probe_egress": EnvRefPayload,
-  "env.verify": EnvRefPayload,
+  /** `number`: the version number the episode's snapshot takes (the cp numbers versions). */
+  "env.verify": z.object({ environment: z.string(), number: z.number().int().positive().optional() }),
   "env.logs": z.object({
     environment: z.string(),
     service: z.string().optional(),

@@ -50,7 +50,7 @@ export const HostResults = {
   "env.start": HostEnvironment,
   "env.destroy": Done,
   "env.probe_egress": ProbeResult,
-  "env.verify": VerifyResponse,
+  "env.verify": VerifyResponse.extend({ snapshot: HostVersion.optional() }),
   "env.logs": LogsResponse,
   "env.connect": Done,
   "version.delete": Done,

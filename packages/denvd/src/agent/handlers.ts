@@ -120,8 +120,16 @@ const handlerTable: { [K in CommandKind]: Handler<K> } = {
     return { environment: p.environment, destroyed: true };
   },
   "env.probe_egress": async (p, ctx) => probeResult(await ctx.runtime.probeEgress(p.environment)),
-  "env.verify": (p, ctx) =>
-    ctx.runtime.verify(p.environment, { command: ctx.id, onPhase: ctx.phases(false) }),
+  "env.verify": async (p, ctx) => {
+    const result = await ctx.runtime.verify(p.environment, {
+      command: ctx.id,
+      onPhase: ctx.phases(false),
+      ...(p.number !== undefined ? { number: p.number } : {}),
+    });
+    // The episode's snapshot is a version like any other: the cp records it from here.
+    const snapshot = versionResult(await ctx.runtime.version(result.version), ctx.runtime.options.hostId);
+    return { ...result, snapshot };
+  },
   "env.logs": async (p, ctx) => ctx.runtime.logs(p.environment, p.service, p.tail),
   "env.connect": tunnel,
   "version.delete": async (p, ctx) => {

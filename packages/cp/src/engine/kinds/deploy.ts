@@ -29,6 +29,11 @@ export const deploy: KindRunner = {
       await store.putEnvironment(pendingEnvironment(ctx.d.environment));
       return true;
     });
+    // The upload was spooled and hashed when the request came in; the phase records what arrived.
+    await ctx.cpPhase("resolve source", z.boolean(), async () => ({
+      value: true,
+      evidence: { source: req.source },
+    }));
     const place = await ctx.cpPhase("place", PlacementValue, async () => {
       const p = await placer.place({ target: req.target, project });
       return {

@@ -1,5 +1,7 @@
 import { Phases } from "@denv/spec";
+import { z } from "zod";
 import { type KindRunner, placed, requireEnvironment, requireOnline } from "./common.js";
+import { recordVersion } from "./switch.js";
 
 /**
  * verify: the host stops the agent, snapshots, forks, probes the fork, runs the verifier there as
@@ -12,13 +14,18 @@ export const verify: KindRunner = {
     const { hostId, hostEnvId } = placed(env);
     requireOnline(ctx, hostId);
     ctx.d.hostId = hostId;
-    const result = await ctx.command(
+    // The episode's snapshot takes the project's next version number, like any snapshot.
+    const number = await ctx.memo("version-number", z.number(), () =>
+      ctx.deps.store.nextVersionNumber(ctx.d.project),
+    );
+    const { snapshot, ...result } = await ctx.command(
       "verify",
       hostId,
       "env.verify",
-      { environment: hostEnvId },
+      { environment: hostEnvId, number },
       { phases: Phases.verify },
     );
+    if (snapshot) await recordVersion(ctx, snapshot, hostId);
     return result;
   },
 };
