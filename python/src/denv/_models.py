@@ -1,0 +1,325 @@
+"""The REST API's resources, as ``packages/spec/src/api.ts`` defines them (JSON, snake_case).
+
+Fields the control plane adds later are kept (``extra="allow"``), so an older client reads a
+newer control plane.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ._errors import DenvError, error_for
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class Project(_Model):
+    """A project: a repository or uploaded source with a kind.
+
+    Attributes:
+        name: The project's name.
+        kind: ``rl-environment`` (protections on) or ``service``.
+        repo: Git URL, when the project deploys from a repository.
+        compose_path: The compose file, relative to the project's root.
+        created_at: ISO 8601 time.
+    """
+
+    name: str
+    kind: Literal["rl-environment", "service"]
+    repo: str | None = None
+    compose_path: str = "compose.yaml"
+    created_at: str = ""
+
+
+class ServiceRef(_Model):
+    """One running service of an environment.
+
+    Attributes:
+        name: The compose service name.
+        container_id: The Docker container id on the host.
+        image: The image reference.
+        image_id: The pinned image id.
+    """
+
+    name: str
+    container_id: str = ""
+    image: str = ""
+    image_id: str = ""
+
+
+class AgentInfo(_Model):
+    """Where the agent works in an environment.
+
+    Attributes:
+        service: The agent service.
+        user: The agent user (never root on an rl-environment).
+        workdir: The agent's working directory (default cwd of exec).
+    """
+
+    service: str
+    user: str
+    workdir: str
+
+
+class Environment(_Model):
+    """A running stack of a project (``PROJECT/ENV``); a sandbox is one for one episode.
+
+    Attributes:
+        id: ``PROJECT/ENV``.
+        project: The project.
+        name: The environment's name (``alpha`` by default).
+        status: ``pending``, ``running``, ``stopped``, ``failed`` or ``destroyed``.
+        host_id: The host it runs on.
+        version: The version it runs (a deploy's new version, or a fork's parent).
+        parent_version: The version it was forked from.
+        sandbox: True for a sandbox (destroyed at ``expires_at``).
+        expires_at: When a sandbox is destroyed.
+        services: Its services.
+        agent: Where the agent works.
+        evidence: What its last deployment recorded.
+        created_at: ISO 8601 time.
+    """
+
+    id: str
+    project: str
+    name: str
+    status: str
+    host_id: str | None = None
+    version: str | None = None
+    parent_version: str | None = None
+    sandbox: bool = False
+    expires_at: str | None = None
+    services: list[ServiceRef] = Field(default_factory=list)
+    agent: AgentInfo | None = None
+    evidence: dict[str, Any] | None = None
+    created_at: str = ""
+
+    @property
+    def service_names(self) -> list[str]:
+        """The service names, the agent service first."""
+        names = [s.name for s in self.services]
+        if self.agent is not None and self.agent.service in names:
+            names.remove(self.agent.service)
+            names.insert(0, self.agent.service)
+        return names
+
+
+class Phase(_Model):
+    """One phase of a deployment, with its timing and evidence.
+
+    Attributes:
+        name: The phase (``build``, ``probe``, ...).
+        status: ``pending``, ``running``, ``succeeded``, ``failed`` or ``skipped``.
+        started_at: ISO 8601 time.
+        finished_at: ISO 8601 time.
+        duration_ms: How long it took.
+        evidence: What it recorded (digests, placement, probe findings, ...).
+    """
+
+    name: str
+    status: str
+    started_at: str | None = None
+    finished_at: str | None = None
+    duration_ms: float | None = None
+    evidence: dict[str, Any] | None = None
+
+
+class ErrorBody(_Model):
+    """The error of a failed deployment.
+
+    Attributes:
+        code: The stable error code.
+        message: What was wrong and what to do.
+    """
+
+    code: str
+    message: str
+
+
+class Deployment(_Model):
+    """A phased change to an environment, with evidence per phase.
+
+    Attributes:
+        id: The deployment's id.
+        kind: ``deploy``, ``fork``, ``rollback``, ``snapshot``, ``verify``, ``stop``,
+            ``start`` or ``destroy``.
+        project: The project.
+        environment: ``PROJECT/ENV`` the deployment changes.
+        status: ``queued``, ``running``, ``succeeded`` or ``failed``.
+        phases: The phases, in order.
+        result: What it produced: the environment (fork), the version (snapshot), the
+            verify result (verify).
+        error: Why it failed.
+        host_id: The host it ran on.
+        created_at: ISO 8601 time.
+        finished_at: ISO 8601 time.
+    """
+
+    id: str
+    kind: str
+    project: str
+    environment: str
+    status: str
+    phases: list[Phase] = Field(default_factory=list)
+    result: Any = None
+    error: ErrorBody | None = None
+    host_id: str | None = None
+    created_at: str = ""
+    finished_at: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        """Whether the deployment succeeded or failed."""
+        return self.status in ("succeeded", "failed")
+
+    def phase(self, name: str) -> Phase | None:
+        """The phase of that name.
+
+        Args:
+            name: The phase's name.
+
+        Returns:
+            The phase, or None when the deployment has no such phase.
+        """
+        return next((p for p in self.phases if p.name == name), None)
+
+    def to_error(self) -> DenvError:
+        """The exception a failed deployment stands for.
+
+        Returns:
+            The subclass of :class:`DenvError` of ``error.code``, with ``deployment`` set.
+        """
+        if self.error is not None:
+            err = error_for(self.error.code, self.error.message)
+        else:
+            failed = next((p.name for p in self.phases if p.status == "failed"), "?")
+            err = error_for("internal", f"deployment {self.id} failed in phase '{failed}'")
+        err.deployment = self
+        return err
+
+    def raise_for_status(self) -> Deployment:
+        """Raises the deployment's error when it failed.
+
+        Returns:
+            The deployment itself, when it did not fail.
+
+        Raises:
+            DenvError: The subclass of the deployment's error code.
+        """
+        if self.status == "failed":
+            raise self.to_error()
+        return self
+
+
+class Version(_Model):
+    """An immutable version: pinned image digests plus a consistent snapshot.
+
+    Attributes:
+        id: ``PROJECT@vN``.
+        project: The project.
+        number: N.
+        host_id: The host holding the snapshot.
+        source_environment: The environment it was taken from.
+        parent_version: The version that environment ran.
+        digests: Image id per service.
+        volumes: Snapshot and size per volume.
+        method: How the snapshot was taken (e.g. copy-on-write clones).
+        sizes: ``layer_bytes`` and ``volume_bytes``.
+        timings: Milliseconds per step.
+        created_at: ISO 8601 time.
+    """
+
+    id: str
+    project: str
+    number: int
+    host_id: str = ""
+    source_environment: str = ""
+    parent_version: str | None = None
+    digests: dict[str, str] = Field(default_factory=dict)
+    volumes: dict[str, Any] = Field(default_factory=dict)
+    method: str = ""
+    sizes: dict[str, float] = Field(default_factory=dict)
+    timings: dict[str, float] = Field(default_factory=dict)
+    created_at: str = ""
+
+
+class VerifyResult(_Model):
+    """The verifier's grade of an episode (``VerifyResponse``).
+
+    Attributes:
+        status: ``graded``, ``refused`` or ``failed``.
+        reward: The reward.
+        rewards: Every named reward.
+        message: Why it was refused or failed.
+        log: The verifier's output.
+        version: The snapshot of the episode.
+        fork: The fork the verifier graded.
+        evidence: What each step recorded.
+    """
+
+    status: str
+    reward: float
+    rewards: dict[str, float] = Field(default_factory=dict)
+    message: str | None = None
+    log: str = ""
+    version: str = ""
+    fork: str = ""
+    evidence: dict[str, Any] = Field(default_factory=dict)
+
+
+class ProbeResult(_Model):
+    """The egress probe's result (protection 5).
+
+    Attributes:
+        ok: True when the probe found no way out.
+        findings: What it found (one line each; empty when ``ok``).
+    """
+
+    ok: bool
+    findings: list[str] = Field(default_factory=list)
+
+
+class Logs(_Model):
+    """A service's output.
+
+    Attributes:
+        stdout: Its standard output.
+        stderr: Its standard error.
+    """
+
+    stdout: str = ""
+    stderr: str = ""
+
+
+class FilesResult(_Model):
+    """What an upload wrote.
+
+    Attributes:
+        entries: Tar entries extracted.
+        bytes: Bytes of regular-file content.
+    """
+
+    entries: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class DeploymentEvent:
+    """One event of a deployment's log stream.
+
+    Attributes:
+        type: ``phase``, ``log`` or ``done``.
+        phase: The phase, for ``phase`` events.
+        line: The line, for ``log`` events.
+        deployment: The finished deployment, for ``done`` events.
+    """
+
+    type: str
+    phase: Phase | None = None
+    line: str | None = None
+    deployment: Deployment | None = None

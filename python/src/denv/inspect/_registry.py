@@ -1,0 +1,5 @@
+"""Imported through the ``inspect_ai`` entry point: registers the ``denv`` sandbox provider."""
+
+from ._sandbox import DenvSandboxEnvironment
+
+__all__ = ["DenvSandboxEnvironment"]

@@ -1,0 +1,84 @@
+"""The exact user-facing strings of the protections, as ``packages/spec/src/messages.ts`` has them.
+
+The conformance suite asserts them verbatim.
+
+``python/tests/test_messages.py`` checks this module against the TypeScript source.
+"""
+
+from __future__ import annotations
+
+#: Reasons of a special-file refusal (``SpecialFileReasons``).
+SPECIAL_FILE_REASONS: dict[str, str] = {
+    "device": "a device node",
+    "fifo": "a FIFO",
+    "symlink_escapes": "a symlink that escapes the destination",
+    "hardlink_escapes": "a hard link that escapes the archive",
+    "setid": "a file with the setuid or setgid bit",
+    "climbs": "a path that climbs out (..)",
+    "absolute": "an absolute path",
+    "too_deep": "in a tree deeper than the limit",
+    "too_large": "in a tree larger than the limit",
+    "unsupported": "an entry of an unsupported type",
+}
+
+
+def agent_root(service: str) -> str:
+    """Protection 1: exec or files as root in the agent service.
+
+    Args:
+        service: The agent service.
+
+    Returns:
+        The exact message.
+    """
+    return (
+        f"refused: exec as root in agent service '{service}' of an rl-environment; "
+        "the agent is never root (protection 1)"
+    )
+
+
+def agent_survived(count: int) -> str:
+    """Protection 2: agent processes survived the kill.
+
+    Args:
+        count: How many survived.
+
+    Returns:
+        The exact message.
+    """
+    return (
+        f"refused: {count} agent process(es) still running after the kill; "
+        "the verifier does not start (protection 2)"
+    )
+
+
+def special_file(path: str, reason: str) -> str:
+    """Protection 3: a special file in an upload or submission.
+
+    Args:
+        path: The entry, as the archive spells it.
+        reason: One of :data:`SPECIAL_FILE_REASONS`' values.
+
+    Returns:
+        The exact message.
+    """
+    return (
+        f"refused: '{path}' is {reason}; "
+        "special files are refused in uploads and submissions (protection 3)"
+    )
+
+
+def egress_leak(environment: str, finding: str) -> str:
+    """Protection 5: the egress probe found a way out.
+
+    Args:
+        environment: ``PROJECT/ENV``.
+        finding: What the probe found.
+
+    Returns:
+        The exact message.
+    """
+    return (
+        f"refused: the egress probe of '{environment}' found a way out ({finding}); "
+        "the episode does not start (protection 5)"
+    )

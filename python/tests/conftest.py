@@ -1,0 +1,69 @@
+"""Shared test setup: integration tests run only against a live control plane."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+QUICKSTART_COMPOSE = REPO / "examples" / "quickstart" / "compose.yaml"
+INTEGRATION_VARS = ("DENV_TEST_URL", "DENV_TEST_TOKEN")
+
+# The commands the docs show, as the integration tests run them (from the repository root).
+INSPECT_EVAL_ARGS = ["eval", "python/tests/inspect_task/task.py", "--model", "mockllm/model"]
+CONFORMANCE_ARGS = [
+    "--pyargs",
+    "denv.conformance",
+    "--denv-url",
+    "{url}",
+    "--denv-token",
+    "{token}",
+    "--denv-project",
+    "{project}",
+]
+
+
+@dataclass(frozen=True)
+class Live:
+    """The control plane the integration tests use."""
+
+    url: str
+    token: str
+    project: str
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    missing = [name for name in INTEGRATION_VARS if not os.environ.get(name)]
+    if not missing:
+        return
+    skip = pytest.mark.skip(
+        reason=(
+            f"integration test: set {' and '.join(missing)} to a denv control plane with a "
+            "denvd host (DENV_TEST_PROJECT names the project, default quickstart)"
+        )
+    )
+    for item in items:
+        if "integration" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def live() -> Live:
+    return Live(
+        url=os.environ["DENV_TEST_URL"],
+        token=os.environ["DENV_TEST_TOKEN"],
+        project=os.environ.get("DENV_TEST_PROJECT") or "quickstart",
+    )
+
+
+@pytest.fixture
+def isolated_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """No DENV_* variables and an empty config home, so tests see only what they set."""
+    for name in ("DENV_URL", "DENV_TOKEN", "DENV_PROJECT", "DENV_CONFIG", "XDG_CONFIG_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    return tmp_path
