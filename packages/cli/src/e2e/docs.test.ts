@@ -1,0 +1,88 @@
+import { readFileSync } from "node:fs";
+import path from "node:path";
+import { Protection, SpecialFileReasons } from "@denv/spec";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { cli, repo, run, type Stack, startStack } from "./stack.js";
+
+/**
+ * The commands of the how-to pages, run top to bottom against a real stack, so the pages cannot
+ * drift from the code. A block preceded by `<!-- run -->` is run line by line; a line must exit
+ * 0 unless it ends with `# exits N`.
+ */
+
+function runnableLines(page: string): Array<{ line: string; code: number }> {
+  const text = readFileSync(path.join(repo, "docs", page), "utf8");
+  const out: Array<{ line: string; code: number }> = [];
+  for (const m of text.matchAll(/<!-- run -->\n```sh\n([\s\S]*?)```/g)) {
+    for (const line of (m[1] as string).split("\n").filter((l) => l.trim() !== "")) {
+      const code = /# exits (\d+)/.exec(line);
+      out.push({ line, code: code ? Number(code[1]) : 0 });
+    }
+  }
+  return out;
+}
+
+describe("docs/how-to pages run as written", () => {
+  let stack: Stack;
+
+  beforeAll(async () => {
+    stack = await startStack();
+    expect((await stack.denv(["projects", "create", "quickstart"])).code).toBe(0);
+    const d = await stack.denv([
+      "deploy",
+      "examples/quickstart",
+      "--project",
+      "quickstart",
+      "--env",
+      "alpha",
+    ]);
+    expect(d.code, d.stderr).toBe(0);
+  }, 300_000);
+  afterAll(async () => stack?.close(), 180_000);
+
+  async function runPage(page: string): Promise<string> {
+    const lines = runnableLines(page);
+    expect(lines.length).toBeGreaterThan(0);
+    let transcript = "";
+    for (const { line, code } of lines) {
+      const r = await run(
+        "bash",
+        ["-c", `denv() { node ${JSON.stringify(cli)} "$@"; }\ncd ${JSON.stringify(repo)}\n${line}`],
+        stack.env,
+      );
+      transcript += `$ ${line}\n${r.stdout}${r.stderr}`;
+      expect(r.code, `${line}\n${r.stdout}\n${r.stderr}`).toBe(code);
+    }
+    return transcript;
+  }
+
+  it("how-to/snapshot-and-fork.md", async () => {
+    const t = await runPage("how-to/snapshot-and-fork.md");
+    expect(t).toContain("quickstart@v2");
+    // rollout-2 still reads what the snapshot held after rollout-1 changed its own copy.
+    const afterChange = t.split("$ denv exec quickstart/rollout-2 -- cat /workspace/notes.txt\n")[1] ?? "";
+    expect(afterChange.startsWith("draft\n")).toBe(true);
+    expect(t).toContain("no notes at v1");
+  }, 300_000);
+
+  it("how-to/verify.md", async () => {
+    const t = await runPage("how-to/verify.md");
+    expect(t).toMatch(/reward 1\b/);
+    expect(t).toContain(Protection.specialFile("/workspace/app/leak", SpecialFileReasons.symlinkEscapes));
+  }, 300_000);
+
+  it("tutorials/quickstart.md shows only commands that scripts/quickstart runs", () => {
+    const page = readFileSync(path.join(repo, "docs/tutorials/quickstart.md"), "utf8");
+    const script = readFileSync(path.join(repo, "scripts/quickstart"), "utf8");
+    const shown = [...page.matchAll(/^denv (.+)$/gm)].map((m) => (m[1] as string).trim());
+    expect(shown.length).toBeGreaterThan(8);
+    for (const cmd of shown) {
+      // The script passes its own data dir and listen address, and asks for --json where it reads results.
+      const words = cmd.split(" ").filter((w) => !/^<\w+>$/.test(w));
+      const pattern = new RegExp(
+        `denv ${words.map((w) => w.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")).join(" ")}`,
+      );
+      expect(script, `scripts/quickstart does not run 'denv ${cmd}'`).toMatch(pattern);
+    }
+  });
+});

@@ -1,0 +1,37 @@
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { expect, it } from "vitest";
+import { removeHostLeftovers, repo, run } from "./stack.js";
+
+/** The README's first command, end to end, as a new user runs it (in a data dir of its own). */
+it("scripts/quickstart deploys, forks twice, grades 1.0 and 0.0 and rolls alpha back", async () => {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), "denv-quickstart-"));
+  const port = 20_000 + Math.floor(Math.random() * 20_000);
+  const env = { ...process.env, XDG_CONFIG_HOME: path.join(dataDir, "config") };
+  let hostId: string | undefined;
+  try {
+    const r = await run(
+      path.join(repo, "scripts/quickstart"),
+      ["--data-dir", dataDir, "--listen", `127.0.0.1:${port}`, "--down"],
+      env,
+      { timeoutMs: 600_000 },
+    );
+    hostId = (
+      JSON.parse(readFileSync(path.join(dataDir, "denvd", "host.json"), "utf8")) as { host_id: string }
+    ).host_id;
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain("quickstart/solved:    reward 1");
+    expect(r.stdout).toContain("quickstart/untouched: reward 0");
+    expect(r.stdout).toMatch(
+      /rolled back: +quickstart\/alpha -> quickstart@v1 +http:\/\/127\.0\.0\.1:\d+\/v1\/deployments\/\S+/,
+    );
+    expect(r.stdout).toMatch(/deployed: +quickstart\/alpha +http:\/\/127\.0\.0\.1:\d+\/v1\/deployments\/\S+/);
+    // Phases were shown live on stderr.
+    for (const phase of ["place", "build", "health", "probe", "snapshot", "switch"])
+      expect(r.stderr).toContain(phase);
+  } finally {
+    if (hostId) await removeHostLeftovers(hostId, path.join(dataDir, "denvd"));
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}, 600_000);
