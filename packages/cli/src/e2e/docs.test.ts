@@ -71,6 +71,12 @@ describe("docs/how-to pages run as written", () => {
     expect(t).toContain(Protection.specialFile("/workspace/app/leak", SpecialFileReasons.symlinkEscapes));
   }, 300_000);
 
+  it("how-to/connect-a-target.md", async () => {
+    const t = await runPage("how-to/connect-a-target.md");
+    expect(t).toMatch(/denvj_\w+/);
+    expect(t).toContain("lab");
+  }, 60_000);
+
   it("tutorials/quickstart.md shows only commands that scripts/quickstart runs", () => {
     const page = readFileSync(path.join(repo, "docs/tutorials/quickstart.md"), "utf8");
     const script = readFileSync(path.join(repo, "scripts/quickstart"), "utf8");
