@@ -318,22 +318,11 @@ export class Runtime {
       try {
         phase("build");
         const images: Record<string, ImageRecord> = {};
-        const envRef = { project, id };
         for (const svc of plan.services) {
-          images[svc.name] = await this.ensureImage(
-            svc.image,
-            svc.build,
-            projectDir,
-            this.labels(envRef, "build", command),
-          );
+          images[svc.name] = await this.ensureImage(svc.image, svc.build, projectDir);
         }
         const verifierImage = plan.verifier
-          ? await this.ensureImage(
-              plan.verifier.image,
-              plan.verifier.build,
-              projectDir,
-              this.labels(envRef, "build", command),
-            )
+          ? await this.ensureImage(plan.verifier.image, plan.verifier.build, projectDir)
           : undefined;
         let testsTar: string | undefined;
         if (plan.verifier?.tests) {
@@ -407,7 +396,6 @@ export class Runtime {
     image: string,
     build: ServicePlan["build"],
     projectDir: string,
-    labels: Record<string, string>,
   ): Promise<ImageRecord> {
     if (build) {
       const context = resolve(projectDir, build.context);
@@ -420,7 +408,9 @@ export class Runtime {
           dockerfile: build.dockerfile,
           args: build.args,
           ...(build.target ? { target: build.target } : {}),
-          labels: { [Labels.managed]: "true", [Labels.project]: labels[Labels.project] ?? "" },
+          // No project label: projects deploying the same compose file share the tag, and an
+          // identical build must give an identical image instead of leaving the old one dangling.
+          labels: { [Labels.managed]: "true" },
         },
         (line) => this.log(line.trimEnd()),
       );

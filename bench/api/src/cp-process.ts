@@ -1,0 +1,101 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { createWriteStream } from "node:fs";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { memoryOf, sleep } from "../../runtime/dist/host.js";
+import { median } from "../../runtime/dist/stats.js";
+
+/**
+ * denv-cp as a child process (packages/cp/dist/main.js, the real binary) on a free loopback port
+ * with a temporary data dir (SQLite), so its resident memory is its own: VmRSS of its pid.
+ */
+export interface CpProcess {
+  url: string;
+  adminToken: string;
+  pid: number;
+  dataDir: string;
+  /** Its log (JSON lines, level warn) in the data dir. */
+  logFile: string;
+  /** Median VmRSS of `samples` readings `everyMs` apart, plus the peak (VmHWM), in bytes. */
+  rss(samples?: number, everyMs?: number): Promise<{ rss: number; hwm: number }>;
+  alive(): boolean;
+  /** What it logged so far. */
+  readLog(): Promise<string>;
+  /** SIGTERM (graceful close), SIGKILL after 10 s; removes the data dir. */
+  stop(): Promise<void>;
+}
+
+export async function startCp(repoRoot: string): Promise<CpProcess> {
+  const dataDir = await mkdtemp(join(tmpdir(), "denv-bench-cp-"));
+  const logFile = join(dataDir, "cp.log");
+  const main = join(repoRoot, "packages", "cp", "dist", "main.js");
+  const child: ChildProcess = spawn(
+    process.execPath,
+    [main, "--listen", "127.0.0.1:0", "--data-dir", dataDir, "--log-level", "warn"],
+    { stdio: ["ignore", "pipe", "pipe"] },
+  );
+  const log = createWriteStream(logFile);
+  child.stderr?.pipe(log);
+  let exited = false;
+  const exit = new Promise<void>((resolve) => {
+    child.once("exit", () => {
+      exited = true;
+      resolve();
+    });
+  });
+  const stop = async () => {
+    if (!exited) {
+      child.kill("SIGTERM");
+      const killer = setTimeout(() => child.kill("SIGKILL"), 10_000);
+      await exit;
+      clearTimeout(killer);
+    }
+    log.end();
+    await rm(dataDir, { recursive: true, force: true });
+  };
+  try {
+    const url = await new Promise<string>((resolve, reject) => {
+      let out = "";
+      const timer = setTimeout(() => reject(new Error("denv-cp did not say where it listens within 30 s")), 30_000);
+      child.stdout?.on("data", (b: Buffer) => {
+        out += b.toString("utf8");
+        const m = /listening on (http:\/\/\S+)/.exec(out);
+        if (m?.[1]) {
+          clearTimeout(timer);
+          resolve(m[1]);
+        }
+      });
+      child.once("exit", (code) => {
+        clearTimeout(timer);
+        reject(new Error(`denv-cp exited (${code}) before listening; see ${logFile}`));
+      });
+    });
+    const adminToken = (await readFile(join(dataDir, "admin-token"), "utf8")).trim();
+    const pid = child.pid as number;
+    return {
+      url,
+      adminToken,
+      pid,
+      dataDir,
+      logFile,
+      alive: () => !exited,
+      readLog: () => readFile(logFile, "utf8").catch(() => ""),
+      async rss(samples = 5, everyMs = 200) {
+        const rss: number[] = [];
+        let hwm = 0;
+        for (let i = 0; i < samples; i++) {
+          if (i > 0) await sleep(everyMs);
+          const m = await memoryOf(pid);
+          rss.push(m.rss);
+          hwm = Math.max(hwm, m.hwm);
+        }
+        return { rss: median(rss), hwm };
+      },
+      stop,
+    };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}

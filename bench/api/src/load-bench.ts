@@ -1,0 +1,390 @@
+import { type ChildProcess, fork } from "node:child_process";
+import { dirname, join } from "node:path";
+import { performance } from "node:perf_hooks";
+import { fileURLToPath } from "node:url";
+import { sleep } from "../../runtime/dist/host.js";
+import { median } from "../../runtime/dist/stats.js";
+import { type CpProcess, startCp } from "./cp-process.js";
+import type { WorkerReply, WorkerRequest } from "./load-worker.js";
+import { type Latency, latency, MiB, pool } from "./numbers.js";
+
+/**
+ * Benchmark 3: the control plane (the real denv-cp binary, a child process with a SQLite data
+ * dir) with N simulated hosts speaking the real protocol, each holding 10 environments that the
+ * cp created through its own API. Then read latency under that state, and the cp's memory.
+ *
+ * Setup, all through public routes (the cp has no way to hold an environment without a
+ * deployment, and nothing here writes its store behind its back):
+ *   1. a join token with `uses: N`; N fake hosts (packages/cp's FakeHost: the cp's own protocol
+ *      client for tests) in a few worker processes join, dial the host stream and say hello;
+ *   2. per host one project `load-<i>`: POST /v1/projects, then a deploy of environment e0
+ *      (placement picks the online host with the fewest environments, so deploys one after the
+ *      other give every host exactly one), a snapshot of e0 (version on that host) and 9 forks
+ *      of it (e1..e9; a fork runs where its version is): 10 environments per host, 11
+ *      deployments per host, every command answered by the fake host;
+ *   3. every host reconnects: its hello now lists its 10 environments and its version, and the
+ *      cp reconciles them (a host that no longer held one would get it marked failed).
+ * Measured: GET /healthz (the baseline) and a mix of read routes, in alternating blocks at a
+ * fixed concurrency; the cp's VmRSS before any host joined and after the load.
+ */
+
+export const ROUTES = [
+  "GET /v1/hosts",
+  "GET /v1/projects/:p/environments",
+  "GET /v1/environments/:p/:e",
+  "GET /v1/deployments/:id",
+] as const;
+export type RouteName = (typeof ROUTES)[number];
+export const HEALTHZ = "GET /healthz";
+export const ENVS_PER_HOST = 10;
+
+export interface LoadParams {
+  repoRoot: string;
+  hosts: number;
+  workers: number;
+  /** Measured requests of the read mix (the routes in turn). */
+  requests: number;
+  /** Measured GET /healthz requests. */
+  healthz: number;
+  concurrency: number;
+  /** Blocks of healthz and of the mix alternate this many times. */
+  rounds: number;
+  log: (line: string) => void;
+  check: () => void;
+}
+
+export interface LoadResult {
+  hosts: number;
+  workers: number;
+  environments: number;
+  deployments: number;
+  perHost: { min: number; max: number };
+  online: { afterSetup: number; afterLoad: number };
+  setupMs: {
+    join: number;
+    online: number;
+    projects: number;
+    deploys: number;
+    deployMedian: number;
+    snapshots: number;
+    forks: number;
+    reconnect: number;
+  };
+  requests: { concurrency: number; mix: number; healthz: number; errors: number; errorSamples: string[] };
+  latency: { healthz: Latency; mix: Latency; routes: Record<RouteName, Latency> };
+  /** Every measured request, in ms. */
+  samples: { healthz: number[]; routes: Record<RouteName, number[]> };
+  memory: { emptyRssMb: number; loadedRssMb: number; peakRssMb: number };
+  cpLog: { lines: number; warnings: number; errors: number; sample: string[] };
+}
+
+interface Reply {
+  status: number;
+  ms: number;
+  text: string;
+}
+
+function client(url: string, token: string) {
+  const call = async (method: string, path: string, body?: unknown): Promise<Reply> => {
+    const raw = body instanceof Uint8Array;
+    const t0 = performance.now();
+    const res = await fetch(`${url}${path}`, {
+      method,
+      headers: {
+        authorization: `Bearer ${token}`,
+        ...(body === undefined ? {} : { "content-type": raw ? "application/x-tar" : "application/json" }),
+      },
+      ...(body === undefined ? {} : { body: raw ? body : JSON.stringify(body) }),
+    });
+    const text = await res.text();
+    return { status: res.status, ms: performance.now() - t0, text };
+  };
+  /** A deployment route with ?wait=true: the finished deployment, which must have succeeded. */
+  const deployment = async (method: string, path: string, body?: unknown) => {
+    const r = await call(method, `${path}${path.includes("?") ? "&" : "?"}wait=true`, body);
+    const d = r.status === 200 ? (JSON.parse(r.text) as { id: string; status: string; result?: unknown }) : null;
+    if (!d || d.status !== "succeeded") throw new Error(`${method} ${path}: ${r.status} ${r.text.slice(0, 400)}`);
+    return { ...d, ms: r.ms };
+  };
+  const json = async <T>(path: string): Promise<T> => {
+    const r = await call("GET", path);
+    if (r.status !== 200) throw new Error(`GET ${path}: ${r.status} ${r.text.slice(0, 400)}`);
+    return JSON.parse(r.text) as T;
+  };
+  return { call, deployment, json };
+}
+
+interface Worker {
+  child: ChildProcess;
+  ask(req: WorkerRequest): Promise<WorkerReply>;
+}
+
+function startWorker(file: string): Worker {
+  const child = fork(file, [], { stdio: ["ignore", "inherit", "inherit", "ipc"], execArgv: [] });
+  let waiting: { resolve: (r: WorkerReply) => void; reject: (e: Error) => void } | undefined;
+  child.on("message", (m: WorkerReply) => {
+    const w = waiting;
+    waiting = undefined;
+    if (m.type === "error") w?.reject(new Error(`load worker: ${m.message}`));
+    else w?.resolve(m);
+  });
+  child.on("exit", (code) => {
+    waiting?.reject(new Error(`a load worker exited (${code})`));
+    waiting = undefined;
+  });
+  return {
+    child,
+    ask: (req) =>
+      new Promise<WorkerReply>((resolve, reject) => {
+        waiting = { resolve, reject };
+        child.send(req);
+      }),
+  };
+}
+
+async function stopWorkers(workers: Worker[]): Promise<void> {
+  await Promise.all(
+    workers.map(async (w) => {
+      if (w.child.exitCode !== null || w.child.signalCode !== null) return;
+      const exited = new Promise((r) => w.child.once("exit", r));
+      await Promise.race([w.ask({ type: "stop" }).catch(() => undefined), sleep(10_000)]);
+      const killer = setTimeout(() => w.child.kill("SIGKILL"), 5_000);
+      await exited;
+      clearTimeout(killer);
+    }),
+  );
+}
+
+interface HostsBody {
+  hosts: Array<{ id: string; status: string; environments: number }>;
+}
+
+export async function loadBench(p: LoadParams): Promise<LoadResult> {
+  const n = p.hosts;
+  const here = dirname(fileURLToPath(import.meta.url));
+  let cp: CpProcess | undefined;
+  const workers: Worker[] = [];
+  try {
+    cp = await startCp(p.repoRoot);
+    const api = client(cp.url, cp.adminToken);
+    p.log(`cp (pid ${cp.pid}) at ${cp.url}; ${n} hosts, ${n * ENVS_PER_HOST} environments to create`);
+    await sleep(1000);
+    const empty = await cp.rss();
+
+    // 1. N hosts join and say hello.
+    const jt = await api.call("POST", "/v1/targets/local/join-tokens", { uses: n, ttl_sec: 86_400 });
+    if (jt.status !== 201) throw new Error(`join token: ${jt.status} ${jt.text}`);
+    const token = (JSON.parse(jt.text) as { token: string }).token;
+    const names = Array.from({ length: n }, (_, i) => `load-${i}`);
+    const nw = Math.max(1, Math.min(p.workers, n));
+    for (let w = 0; w < nw; w++) workers.push(startWorker(join(here, "load-worker.js")));
+    const t0 = performance.now();
+    await Promise.all(
+      workers.map((w, k) =>
+        w.ask({ type: "join", url: cp?.url ?? "", token, names: names.filter((_, i) => i % nw === k), concurrency: 8 }),
+      ),
+    );
+    const joinMs = performance.now() - t0;
+    const onlineCount = async () =>
+      (await api.json<HostsBody>("/v1/hosts")).hosts.filter((h) => h.status === "online").length;
+    const untilOnline = async (what: string) => {
+      const deadline = Date.now() + 180_000;
+      for (;;) {
+        p.check();
+        const online = await onlineCount();
+        if (online === n) return;
+        if (Date.now() > deadline) throw new Error(`${what}: ${online} of ${n} hosts online after 180 s`);
+        await sleep(500);
+      }
+    };
+    await untilOnline("join");
+    const onlineMs = performance.now() - t0;
+    p.log(`${n} hosts joined in ${joinMs.toFixed(0)} ms, all online after ${onlineMs.toFixed(0)} ms`);
+
+    // 2. Ten environments per host, through the API.
+    p.check();
+    let t = performance.now();
+    await pool(names, 16, async (name) => {
+      p.check();
+      const r = await api.call("POST", "/v1/projects", { name });
+      if (r.status !== 201) throw new Error(`POST /v1/projects ${name}: ${r.status} ${r.text}`);
+    });
+    const projectsMs = performance.now() - t;
+    const deploymentIds: string[] = [];
+    const deployMs: number[] = [];
+    t = performance.now();
+    for (const [i, name] of names.entries()) {
+      p.check();
+      // One at a time: placement then sees the previous one and picks an empty host.
+      const d = await api.deployment(
+        "POST",
+        `/v1/projects/${name}/deploy?environment=e0`,
+        Buffer.from("bench: opaque source bytes; the fake host only counts them"),
+      );
+      deploymentIds.push(d.id);
+      deployMs.push(d.ms);
+      if ((i + 1) % 200 === 0) p.log(`  deployed ${i + 1}/${n} (last ${d.ms.toFixed(0)} ms)`);
+    }
+    const deploysMs = performance.now() - t;
+    t = performance.now();
+    const versions = await pool(names, 16, async (name) => {
+      p.check();
+      const d = await api.deployment("POST", `/v1/environments/${name}/e0/snapshot`);
+      deploymentIds.push(d.id);
+      return (d.result as { id: string }).id;
+    });
+    const snapshotsMs = performance.now() - t;
+    t = performance.now();
+    const forks = names.flatMap((name, i) =>
+      Array.from({ length: ENVS_PER_HOST - 1 }, (_, k) => ({ name, version: versions[i] as string, env: `e${k + 1}` })),
+    );
+    await pool(forks, 16, async (f, i) => {
+      p.check();
+      const d = await api.deployment("POST", `/v1/environments/${f.name}/e0/fork`, {
+        version: f.version,
+        name: f.env,
+      });
+      deploymentIds.push(d.id);
+      if ((i + 1) % 2000 === 0) p.log(`  forked ${i + 1}/${forks.length}`);
+    });
+    const forksMs = performance.now() - t;
+    p.log(
+      `created ${n * ENVS_PER_HOST} environments: deploys ${deploysMs.toFixed(0)} ms (median ${median(deployMs).toFixed(1)} ms each), ` +
+        `snapshots ${snapshotsMs.toFixed(0)} ms, forks ${forksMs.toFixed(0)} ms`,
+    );
+
+    // 3. Every host says hello again, now with what it holds.
+    p.check();
+    t = performance.now();
+    const held = await Promise.all(workers.map((w) => w.ask({ type: "reconnect", concurrency: 8 })));
+    await untilOnline("reconnect");
+    const reconnectMs = performance.now() - t;
+    const heldEnvs = held.reduce((s, r) => s + (r.type === "reconnected" ? r.environments : 0), 0);
+    const hostsBody = await api.json<HostsBody>("/v1/hosts");
+    const counts = hostsBody.hosts.map((h) => h.environments);
+    const perHost = { min: Math.min(...counts), max: Math.max(...counts) };
+    const environments = counts.reduce((a, b) => a + b, 0);
+    const afterSetup = hostsBody.hosts.filter((h) => h.status === "online").length;
+    p.log(
+      `all ${n} hosts reconnected (hello with ${heldEnvs} environments) in ${reconnectMs.toFixed(0)} ms; ` +
+        `the cp counts ${environments} environments, ${perHost.min}..${perHost.max} per host`,
+    );
+    if (heldEnvs !== n * ENVS_PER_HOST || environments !== n * ENVS_PER_HOST) {
+      throw new Error(`expected ${n * ENVS_PER_HOST} environments, hosts hold ${heldEnvs}, the cp counts ${environments}`);
+    }
+
+    // 4. Latency: healthz and the read mix in alternating blocks at the same concurrency.
+    const samples: LoadResult["samples"] = {
+      healthz: [],
+      routes: Object.fromEntries(ROUTES.map((r) => [r, []])) as unknown as Record<RouteName, number[]>,
+    };
+    const errorSamples: string[] = [];
+    let errors = 0;
+    const pick = <T>(xs: readonly T[]): T => xs[Math.floor(Math.random() * xs.length)] as T;
+    const pathOf = (route: RouteName | typeof HEALTHZ): string => {
+      const project = pick(names);
+      switch (route) {
+        case "GET /v1/hosts":
+          return "/v1/hosts";
+        case "GET /v1/projects/:p/environments":
+          return `/v1/projects/${project}/environments`;
+        case "GET /v1/environments/:p/:e":
+          return `/v1/environments/${project}/e${Math.floor(Math.random() * ENVS_PER_HOST)}`;
+        case "GET /v1/deployments/:id":
+          return `/v1/deployments/${pick(deploymentIds)}`;
+        default:
+          return "/healthz";
+      }
+    };
+    const block = async (count: number, routeOf: (i: number) => RouteName | typeof HEALTHZ, record: boolean) => {
+      await pool(
+        Array.from({ length: count }, (_, i) => i),
+        p.concurrency,
+        async (i) => {
+          const route = routeOf(i);
+          const path = pathOf(route);
+          const r = await api.call("GET", path);
+          if (r.status !== 200) {
+            errors++;
+            if (errorSamples.length < 5) errorSamples.push(`${path}: ${r.status} ${r.text.slice(0, 200)}`);
+            return;
+          }
+          if (!record) return;
+          if (route === HEALTHZ) samples.healthz.push(r.ms);
+          else samples.routes[route].push(r.ms);
+        },
+      );
+    };
+    const mixRoute = (i: number) => ROUTES[i % ROUTES.length] as RouteName;
+    p.check();
+    await block(Math.min(100, p.requests), mixRoute, false);
+    await block(Math.min(100, p.healthz), () => HEALTHZ, false);
+    errors = 0;
+    errorSamples.length = 0;
+    for (let round = 0; round < p.rounds; round++) {
+      p.check();
+      await block(Math.round(p.healthz / p.rounds), () => HEALTHZ, true);
+      await block(Math.round(p.requests / p.rounds), mixRoute, true);
+    }
+    const mixAll = ROUTES.flatMap((r) => samples.routes[r]);
+    const lat = {
+      healthz: latency(samples.healthz),
+      mix: latency(mixAll),
+      routes: Object.fromEntries(ROUTES.map((r) => [r, latency(samples.routes[r])])) as Record<
+        RouteName,
+        Latency
+      >,
+    };
+    p.log(
+      `N=${n}: healthz p50 ${lat.healthz.p50.toFixed(1)} / p99 ${lat.healthz.p99.toFixed(1)} ms; ` +
+        `mix p50 ${lat.mix.p50.toFixed(1)} / p99 ${lat.mix.p99.toFixed(1)} ms; ` +
+        ROUTES.map((r) => `${r} p99 ${lat.routes[r].p99.toFixed(1)}`).join(", "),
+    );
+
+    // 5. Memory, with the hosts still connected.
+    await sleep(2000);
+    const loaded = await cp.rss();
+    const afterLoad = await onlineCount();
+    const logText = await cp.readLog();
+    const lines = logText.split("\n").filter((l) => l.trim() !== "");
+    const levelOf = (l: string) => (/"level":"(\w+)"/.exec(l)?.[1] ?? "");
+    const unexpected = lines.filter((l) => !/host offline|host online/.test(l));
+    return {
+      hosts: n,
+      workers: nw,
+      environments,
+      deployments: deploymentIds.length,
+      perHost,
+      online: { afterSetup, afterLoad },
+      setupMs: {
+        join: joinMs,
+        online: onlineMs,
+        projects: projectsMs,
+        deploys: deploysMs,
+        deployMedian: median(deployMs),
+        snapshots: snapshotsMs,
+        forks: forksMs,
+        reconnect: reconnectMs,
+      },
+      requests: {
+        concurrency: p.concurrency,
+        mix: mixAll.length,
+        healthz: samples.healthz.length,
+        errors,
+        errorSamples,
+      },
+      latency: lat,
+      samples,
+      memory: { emptyRssMb: empty.rss / MiB, loadedRssMb: loaded.rss / MiB, peakRssMb: loaded.hwm / MiB },
+      cpLog: {
+        lines: lines.length,
+        warnings: lines.filter((l) => levelOf(l) === "warn").length,
+        errors: lines.filter((l) => levelOf(l) === "error").length,
+        sample: unexpected.slice(0, 5),
+      },
+    };
+  } finally {
+    await stopWorkers(workers);
+    await cp?.stop();
+  }
+}

@@ -1,0 +1,462 @@
+import { randomBytes } from "node:crypto";
+import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
+import { cpus, release, totalmem } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { performance } from "node:perf_hooks";
+import { fileURLToPath } from "node:url";
+import { Runtime } from "@denv/denvd";
+import Docker from "dockerode";
+import type { Stack } from "../../../packages/cli/dist/e2e/stack.js";
+import { sweep, teardownHost, teardownRuntime } from "../../runtime/dist/cleanup.js";
+import { log, run } from "../../runtime/dist/host.js";
+import { newTempDir, smallStack } from "../../runtime/dist/stacks.js";
+import { type Row, ratioOf, round, table, verdict } from "../../runtime/dist/stats.js";
+import { type BenchStack, ENV, startBenchStack } from "./denv-stack.js";
+import { type ExecResult, execBench } from "./exec-bench.js";
+import { type ForkResult, forkBench } from "./fork-bench.js";
+import { type LoadResult, loadBench, ROUTES } from "./load-bench.js";
+
+const USAGE = `usage: node bench/api/run.mjs [--smoke] [--only exec,fork,load] [--hosts 100,1000]
+                              [--exec-pairs N] [--fork-runs N] [--requests N] [--healthz N]
+                              [--concurrency N] [--workers N]
+
+  --smoke            5 exec rounds, 1 fork pair, 10 hosts, 200 + 100 requests (about 1 minute)
+  --only LIST        run only these benchmarks
+  --hosts LIST       simulated host counts of the load benchmark (default 100,1000; smoke 10)
+  --exec-pairs N     exec rounds (SDK, docker exec CLI, Engine API each; default 30)
+  --fork-runs N      fork pairs, API and runtime (default 10)
+  --requests N       measured requests of the read mix per host count (default 2000)
+  --healthz N        measured GET /healthz requests per host count (default 1000)
+  --concurrency N    requests in flight (default 16)
+  --workers N        load generator processes (default 4)
+  Needs root (denvd's volume store mounts a btrfs loop file) and a running Docker engine.`;
+
+const ALL = ["exec", "fork", "load"] as const;
+type Section = (typeof ALL)[number];
+
+interface Config {
+  smoke: boolean;
+  only: Set<Section>;
+  hosts: number[];
+  execPairs: number;
+  execWarmup: number;
+  forkRuns: number;
+  forkWarmup: number;
+  requests: number;
+  healthz: number;
+  concurrency: number;
+  workers: number;
+  rounds: number;
+}
+
+function parseArgs(argv: string[]): Config {
+  const smoke = argv.includes("--smoke");
+  const c: Config = smoke
+    ? {
+        smoke,
+        only: new Set(ALL),
+        hosts: [10],
+        execPairs: 5,
+        execWarmup: 1,
+        forkRuns: 1,
+        forkWarmup: 0,
+        requests: 200,
+        healthz: 100,
+        concurrency: 16,
+        workers: 1,
+        rounds: 2,
+      }
+    : {
+        smoke,
+        only: new Set(ALL),
+        hosts: [100, 1000],
+        execPairs: 30,
+        execWarmup: 3,
+        forkRuns: 10,
+        forkWarmup: 1,
+        requests: 2000,
+        healthz: 1000,
+        concurrency: 16,
+        workers: 4,
+        rounds: 4,
+      };
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    const value = (): string => {
+      const v = argv[++i];
+      if (v === undefined) throw new Error(`${arg} needs a value\n${USAGE}`);
+      return v;
+    };
+    const count = (v = value()): number => {
+      const n = Number(v);
+      if (!Number.isInteger(n) || n < 1) throw new Error(`${arg} needs positive integers`);
+      return n;
+    };
+    if (arg === "--smoke") continue;
+    if (arg === "--only") {
+      const names = value().split(",");
+      for (const n of names) {
+        if (!(ALL as readonly string[]).includes(n)) throw new Error(`--only: unknown benchmark '${n}'\n${USAGE}`);
+      }
+      c.only = new Set(names as Section[]);
+    } else if (arg === "--hosts") c.hosts = value().split(",").map(count);
+    else if (arg === "--exec-pairs") c.execPairs = count();
+    else if (arg === "--fork-runs") c.forkRuns = count();
+    else if (arg === "--requests") c.requests = count();
+    else if (arg === "--healthz") c.healthz = count();
+    else if (arg === "--concurrency") c.concurrency = count();
+    else if (arg === "--workers") c.workers = count();
+    else if (arg === "-h" || arg === "--help") {
+      console.log(USAGE);
+      process.exit(0);
+    } else throw new Error(`unknown argument '${arg}'\n${USAGE}`);
+  }
+  return c;
+}
+
+const GiB = 1024 ** 3;
+/** The load benchmark's targets hold at this many hosts. */
+const TARGET_HOSTS = 1000;
+
+interface Results {
+  exec?: ExecResult;
+  fork?: ForkResult;
+  load: LoadResult[];
+  stack?: { url: string; hostId: string; deployMs: number };
+}
+
+async function main(): Promise<number> {
+  const cfg = parseArgs(process.argv.slice(2));
+  const has = (s: Section) => cfg.only.has(s);
+  const needDocker = has("exec") || has("fork");
+  const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
+  const runId = randomBytes(3).toString("hex");
+  const rtHostId = `benchapi${runId}`;
+  const rtStateDir = join("/var/lib/denvd-bench", rtHostId);
+  const docker = new Docker({ socketPath: "/var/run/docker.sock" });
+  const startedAt = new Date();
+  const t0 = performance.now();
+
+  if (needDocker) {
+    if (process.getuid?.() !== 0) throw new Error("run as root: denvd's volume store mounts a btrfs loop file");
+    await docker.ping().catch(() => {
+      throw new Error("the Docker engine does not answer: start it with scripts/setup-host");
+    });
+  }
+
+  let aborted = false;
+  const check = () => {
+    if (aborted) throw new Error("interrupted");
+  };
+  let signals = 0;
+  for (const sig of ["SIGINT", "SIGTERM"] as const) {
+    process.on(sig, () => {
+      signals++;
+      aborted = true;
+      log(signals === 1 ? `${sig}: stopping after the current step, then cleaning up` : `${sig}: again`);
+    });
+  }
+
+  const machine = {
+    cpus: cpus().length,
+    memGiB: round(totalmem() / GiB, 1),
+    kernel: release(),
+    node: process.version,
+    docker: needDocker ? (await docker.version()).Version : undefined,
+  };
+  log(`run ${runId} (${cfg.smoke ? "smoke" : "full"}), ${machine.cpus} CPUs, node ${machine.node}`);
+
+  let stack: Stack | undefined;
+  let bench: BenchStack | undefined;
+  const others = async (): Promise<string[]> =>
+    needDocker
+      ? (await docker.listContainers())
+          .filter((c) => {
+            const host = c.Labels?.["ai.denv.host"] ?? "";
+            return host !== rtHostId && (bench === undefined || host !== bench.hostId);
+          })
+          .map((c) => (c.Names[0] ?? c.Id).replace(/^\//, ""))
+      : [];
+  const concurrent = { atStart: await others(), atEnd: [] as string[] };
+  if (concurrent.atStart.length > 0) {
+    log(`WARNING: ${concurrent.atStart.length} other containers run on this engine: ${concurrent.atStart.join(", ")}`);
+  }
+
+  const tmp = await newTempDir();
+  const results: Results = { load: [] };
+  const problems: string[] = [];
+  let failure: Error | undefined;
+  let rt: Runtime | undefined;
+  let stackHostId: string | undefined;
+
+  const closeStack = async () => {
+    const s = stack;
+    if (!s) return;
+    stack = undefined;
+    try {
+      stackHostId ??= s.hostId();
+    } catch {
+      // denvd never wrote its host id: nothing of it can be in Docker.
+    }
+    if (bench) {
+      await bench.client
+        .destroy(ENV, { wait: true })
+        .catch((err: Error) => problems.push(`destroy ${ENV}: ${err.message}`));
+    }
+    await s.close().catch((err: Error) => problems.push(`stack close: ${err.message}`));
+  };
+
+  try {
+    const smallDir = await smallStack(tmp);
+    if (needDocker) {
+      log("starting a denv (denv up: control plane + denvd) and deploying the small stack as bench/alpha");
+      const stackTmp = join(tmp, "stack");
+      await mkdir(stackTmp);
+      bench = await startBenchStack(smallDir, stackTmp, (s) => {
+        stack = s;
+      });
+      stackHostId = bench.hostId;
+      results.stack = { url: bench.stack.url, hostId: bench.hostId, deployMs: bench.deployMs };
+      log(`${ENV} ready on ${bench.hostId} in ${bench.deployMs.toFixed(0)} ms`);
+      if (has("exec")) {
+        check();
+        results.exec = await execBench(bench.client, docker, {
+          env: ENV,
+          containerId: bench.containerId,
+          agent: bench.agent,
+          pairs: cfg.execPairs,
+          warmup: cfg.execWarmup,
+          check,
+          log,
+        });
+      }
+      if (has("fork")) {
+        check();
+        rt = await Runtime.open({ hostId: rtHostId, stateDir: rtStateDir });
+        const rtEnv = await rt.deploy({ project: "bench", projectDir: smallDir });
+        const rtVersion = await rt.snapshot(rtEnv.id);
+        const snap = await bench.client.snapshot(ENV, { wait: true });
+        if (snap.status !== "succeeded") throw new Error(`snapshot of ${ENV}: ${snap.error?.message ?? ""}`);
+        const apiVersion = (snap.result as { id: string }).id;
+        log(`forking ${apiVersion} (API) and ${rtVersion.id} on runtime ${rtHostId}`);
+        results.fork = await forkBench(bench.client, rt, {
+          apiEnv: ENV,
+          apiVersion,
+          runtimeVersion: rtVersion.id,
+          runs: cfg.forkRuns,
+          warmup: cfg.forkWarmup,
+          check,
+          log,
+        });
+        problems.push(...(await teardownRuntime(rt, rtStateDir)));
+        rt = undefined;
+      }
+      log("taking the denv down before the load benchmark");
+      await closeStack();
+    }
+    if (has("load")) {
+      for (const n of cfg.hosts) {
+        check();
+        results.load.push(
+          await loadBench({
+            repoRoot,
+            hosts: n,
+            workers: cfg.workers,
+            requests: cfg.requests,
+            healthz: cfg.healthz,
+            concurrency: cfg.concurrency,
+            rounds: cfg.rounds,
+            log,
+            check,
+          }),
+        );
+      }
+    }
+  } catch (err) {
+    failure = err as Error;
+    log(`FAILED: ${failure.stack ?? failure.message}`);
+  } finally {
+    log("cleaning up");
+    await closeStack();
+    if (rt) problems.push(...(await teardownRuntime(rt, rtStateDir)));
+    else if (needDocker) problems.push(...(await teardownHost(rtHostId, rtStateDir)));
+    if (needDocker) {
+      const hosts = [rtHostId, ...(stackHostId ? [stackHostId] : [])];
+      const swept = await sweep(docker, hosts, runId).catch((err: Error) => [`sweep failed: ${err.message}`]);
+      if (swept.length > 0) problems.push(`left behind and swept: ${swept.join(", ")}`);
+    }
+    problems.push(...(await removeTree(tmp)));
+  }
+
+  concurrent.atEnd = await others().catch(() => []);
+  const rows = summaryRows(results);
+  const out = {
+    runId,
+    mode: cfg.smoke ? "smoke" : "full",
+    startedAt: startedAt.toISOString(),
+    finishedAt: new Date().toISOString(),
+    durationMs: Math.round(performance.now() - t0),
+    machine,
+    concurrentContainers: concurrent,
+    config: { ...cfg, only: [...cfg.only] },
+    summary: rows,
+    results,
+    cleanupProblems: problems,
+    ...(failure ? { error: failure.message } : {}),
+  };
+  const resultsDir = join(repoRoot, "bench", "results");
+  await mkdir(resultsDir, { recursive: true });
+  const file = join(resultsDir, `api-${startedAt.toISOString().replace(/[:.]/g, "-")}.json`);
+  await writeFile(file, `${JSON.stringify(out, null, 2)}\n`);
+
+  console.log("");
+  console.log(
+    `denv API benchmark (${cfg.smoke ? "SMOKE: few samples, 10 hosts; numbers are not meaningful" : "full"}; ` +
+      `${machine.cpus} CPUs, node ${machine.node}${machine.docker ? `, docker ${machine.docker}` : ""})`,
+  );
+  console.log("");
+  console.log(table(rows));
+  console.log("");
+  console.log(`targets are reported, not asserted. result: ${file}`);
+  const busy = new Set([...concurrent.atStart, ...concurrent.atEnd]);
+  if (busy.size > 0) {
+    console.log(`WARNING: ${busy.size} containers of others ran on this engine during the run; numbers may be noisy`);
+  }
+  if (problems.length > 0) console.log(`cleanup problems:\n  ${problems.join("\n  ")}`);
+  else console.log("cleanup: nothing left behind");
+  if (failure) console.log(`FAILED: ${failure.message}`);
+  return failure ? 1 : 0;
+}
+
+/** Removes a temporary tree; a mount left inside it (a denvd store) is unmounted first. */
+async function removeTree(dir: string): Promise<string[]> {
+  const problems: string[] = [];
+  const mounts = (await readFile("/proc/mounts", "utf8"))
+    .split("\n")
+    .map((l) => l.split(" ")[1] ?? "")
+    .filter((m) => m.startsWith(`${dir}/`))
+    .sort((a, b) => b.length - a.length);
+  for (const m of mounts) {
+    const r = await run("umount", [m]);
+    if (r.code !== 0) problems.push(`umount ${m}: ${r.stderr.trim()}`);
+    else problems.push(`${m} was still mounted: unmounted`);
+  }
+  if (problems.some((p) => p.startsWith("umount"))) return [...problems, `${dir} kept: a mount inside it`];
+  await rm(dir, { recursive: true, force: true });
+  return problems;
+}
+
+function summaryRows(r: Results): Row[] {
+  const rows: Row[] = [];
+  const add = (row: Omit<Row, "ratio">) => {
+    const ratio = ratioOf(row);
+    rows.push({ ...row, ...(ratio !== undefined ? { ratio: round(ratio, 2) } : {}) });
+  };
+  const ms = (n: number) => `${n.toFixed(1)} ms`;
+  if (r.exec) {
+    const e = r.exec;
+    add({
+      name: "exec `true` round trip: SDK -> cp -> denvd -> container",
+      denv: round(e.medians.sdk),
+      baseline: round(e.medians.dockerCli),
+      baselineName: "`docker exec <container> true` CLI",
+      unit: "ms",
+      ratioKind: "denv/baseline",
+      target: "<= 1.0x",
+      verdict: verdict(e.medians.sdk / e.medians.dockerCli <= 1.0),
+      note:
+        `${e.pairs} interleaved rounds (median); p99 SDK ${ms(e.latency.sdk.p99)}, ` +
+        `docker CLI ${ms(e.latency.dockerCli.p99)}`,
+    });
+    add({
+      name: "exec `true`: SDK vs a bare Engine API exec (context)",
+      denv: round(e.medians.sdk),
+      baseline: round(e.medians.engineApi),
+      baselineName: "Engine API exec create+start+inspect",
+      unit: "ms",
+      ratioKind: "denv/baseline",
+      verdict: "info",
+      note: `what the whole path adds to the Engine API exec it ends in: ${ms(e.medians.sdk - e.medians.engineApi)}`,
+    });
+  }
+  if (r.fork) {
+    const f = r.fork.medians;
+    const phases = Object.entries(f.phases)
+      .map(([k, v]) => `${k} ${v.toFixed(0)}`)
+      .join(", ");
+    add({
+      name: "fork-to-ready via the API (2x debian sleep + volume)",
+      denv: round(f.apiMs),
+      baseline: round(f.runtimeMs),
+      baselineName: "Runtime.fork, denvd as a library",
+      unit: "ms",
+      ratioKind: "denv/baseline",
+      target: "<= 1.1x",
+      verdict: verdict(f.ratio <= 1.1),
+      note:
+        `${r.fork.runs.length} alternating pairs (median); the API fork's phases (ms): ${phases}; ` +
+        `denvd's own fork total ${f.apiHostTotalMs.toFixed(0)} ms (API) vs ${f.runtimeTotalMs.toFixed(0)} ms (runtime alone)`,
+    });
+  }
+  for (const l of r.load) {
+    const at = l.hosts === TARGET_HOSTS;
+    const tag = `N=${l.hosts} hosts, ${l.environments} envs`;
+    const h = l.latency.healthz;
+    add({
+      name: `cp read mix p50 (${tag})`,
+      denv: round(l.latency.mix.p50),
+      baseline: round(h.p50),
+      baselineName: "GET /healthz p50",
+      unit: "ms",
+      ratioKind: "denv/baseline",
+      verdict: "info",
+      note:
+        `${l.requests.mix} requests of ${ROUTES.length} read routes in turn + ${l.requests.healthz} healthz, ` +
+        `${l.requests.concurrency} in flight, ${l.requests.errors} errors; setup: ${l.deployments} deployments, ` +
+        `deploy median ${l.setupMs.deployMedian.toFixed(0)} ms`,
+    });
+    add({
+      name: `cp read mix p99 (${tag})`,
+      denv: round(l.latency.mix.p99),
+      baseline: round(h.p99),
+      baselineName: "GET /healthz p99",
+      unit: "ms",
+      ratioKind: "denv/baseline",
+      ...(at ? { target: "< 50 ms", verdict: verdict(l.latency.mix.p99 < 50) } : { verdict: "info" as const }),
+    });
+    for (const route of ROUTES) {
+      const x = l.latency.routes[route];
+      add({
+        name: `  ${route} p99 (N=${l.hosts})`,
+        denv: round(x.p99),
+        baseline: round(h.p99),
+        baselineName: "GET /healthz p99",
+        unit: "ms",
+        ratioKind: "denv/baseline",
+        ...(at ? { target: "< 50 ms", verdict: verdict(x.p99 < 50) } : { verdict: "info" as const }),
+        note: `p50 ${ms(x.p50)}, ${x.n} requests`,
+      });
+    }
+    add({
+      name: `cp RSS (${tag})`,
+      denv: round(l.memory.loadedRssMb),
+      baseline: round(l.memory.emptyRssMb),
+      baselineName: "the same cp before any host joined",
+      unit: "MB",
+      ratioKind: "denv/baseline",
+      ...(at
+        ? { target: "< 200 MB", verdict: verdict(l.memory.loadedRssMb < 200) }
+        : { verdict: "info" as const }),
+      note: `peak (VmHWM) ${l.memory.peakRssMb.toFixed(0)} MB; ${l.online.afterLoad}/${l.hosts} hosts online at the end`,
+    });
+  }
+  return rows;
+}
+
+main().then(
+  (code) => process.exit(code),
+  (err: Error) => {
+    console.error(`bench: ${err.message}`);
+    process.exit(2);
+  },
+);
