@@ -21,8 +21,12 @@ export interface App {
   routes: readonly Route[];
 }
 
-/** Largest WebSocket message accepted: a data frame is at most 64 KiB before base64, plus JSON. */
-const MAX_WS_MESSAGE = 1024 * 1024;
+/**
+ * Largest WebSocket message accepted. A data frame is at most 64 KiB before base64, but an exec's
+ * start frame (and the command frame it becomes) carries the whole argv: Inspect checks ~1 MiB
+ * of arguments.
+ */
+const MAX_WS_MESSAGE = 16 * 1024 * 1024;
 
 /**
  * Builds the HTTP app from options only (no process.env): tests start it in-process on port 0.

@@ -132,7 +132,7 @@ export async function guardTar(
       // leave the copy waiting forever.
       const header = check.admit(entry.header);
       if (header?.type === "file") {
-        await pipeline(entry, output.entry(header));
+        await pipeline(entry, output.entry(keepModeZero(header)));
       } else {
         await drain(entry);
         if (header !== undefined) await addEmpty(output, header);
@@ -315,7 +315,7 @@ function refusedType(type: Header["type"] | null): SpecialFileReason {
 
 function addEmpty(output: Pack, header: Header): Promise<void> {
   return new Promise((resolve, reject) => {
-    output.entry(header, (err) => (err ? reject(err) : resolve()));
+    output.entry(keepModeZero(header), (err) => (err ? reject(err) : resolve()));
   });
 }
 
@@ -336,4 +336,14 @@ function settle(work: Promise<unknown>): Promise<unknown> {
 function notATar(err: unknown): DenvError {
   const cause = err instanceof Error ? err.message : String(err);
   return new DenvError("invalid_request", `the archive is not a readable tar: ${cause}`);
+}
+
+/**
+ * tar-stream's pack replaces a mode of 0 with its default (0644/0755), which would make a file
+ * meant to be unreadable readable. It writes only the permission bits (mode & 07777), so a mode
+ * with just the file-type bit set is written as 0 and kept.
+ */
+function keepModeZero(header: Header): Header {
+  if (header.mode !== 0) return header;
+  return { ...header, mode: header.type === "directory" ? 0o040000 : 0o100000 };
 }
