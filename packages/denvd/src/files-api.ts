@@ -28,7 +28,12 @@ async function target(rt: Runtime, envId: string, t: FilesTarget) {
   if (!containerId) throw new DenvError("not_found", `environment ${envId} has no service '${service}'`);
   const isAgent = service === rec.plan.agent.service;
   const user = t.user ?? (isAgent ? rec.plan.agent.user : undefined);
-  if (isAgent && isProtected(rec.plan) && user !== undefined && /^(root|0)(:|$)/.test(user)) {
+  if (
+    isAgent &&
+    isProtected(rec.plan) &&
+    user !== undefined &&
+    (await rt.resolvesToRoot(containerId, user))
+  ) {
     throw new DenvError("agent_root", Protection.agentRoot(service));
   }
   return { rec, service, containerId, user };

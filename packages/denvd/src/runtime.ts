@@ -766,7 +766,7 @@ export class Runtime {
   }
 
   /** root, uid 0, or a name the container's passwd maps to uid 0. */
-  private async resolvesToRoot(containerId: string, user: string): Promise<boolean> {
+  async resolvesToRoot(containerId: string, user: string): Promise<boolean> {
     if (isRootUser(user)) return true;
     const name = user.split(":")[0] ?? "";
     if (/^\d+$/.test(name)) return false;

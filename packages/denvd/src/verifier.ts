@@ -80,6 +80,17 @@ export async function verifyEnvironment(
   const tForked = Date.now();
   phase("probe", { fork: fork.id, probe: fork.evidence.probe });
   const forkRec = await rt.requireEnvironment(fork.id);
+  // What every outcome reports: the agent stopped, the episode's snapshot, the fork it ran on.
+  const episodeEvidence = {
+    agent,
+    snapshot: {
+      version: version.id,
+      frozenMs: version.timings.frozenMs,
+      totalMs: version.timings.totalMs,
+      method: version.method,
+    },
+    fork: { environment: fork.id, probe: fork.evidence.probe },
+  };
   let verifierId = "";
   try {
     // Submission: copied out of the fork (the agent's disk state) and checked before the
@@ -180,14 +191,7 @@ export async function verifyEnvironment(
       const log = logs.stdout.toString("utf8") + logs.stderr.toString("utf8");
       const reward = timedOut ? undefined : await readReward(rt, verifierId);
       const evidence: VerifyResult["evidence"] = {
-        agent,
-        snapshot: {
-          version: version.id,
-          frozenMs: version.timings.frozenMs,
-          totalMs: version.timings.totalMs,
-          method: version.method,
-        },
-        fork: { environment: fork.id, probe: fork.evidence.probe },
+        ...episodeEvidence,
         submission,
         verifier: {
           containerId: verifierId,
@@ -235,18 +239,11 @@ export async function verifyEnvironment(
         version: version.id,
         fork: fork.id,
         evidence: {
-          agent,
-          snapshot: {
-            version: version.id,
-            frozenMs: version.timings.frozenMs,
-            totalMs: version.timings.totalMs,
-            method: version.method,
-          },
-          fork: { environment: fork.id, probe: fork.evidence.probe },
+          ...episodeEvidence,
           submission: [],
           verifier: {
             containerId: "",
-            image: rec.verifierImage?.imageId ?? "",
+            image: "",
             user: vplan?.user ?? "",
             exitCode: null,
             timedOut: false,
