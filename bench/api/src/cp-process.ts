@@ -22,20 +22,25 @@ export interface CpProcess {
   alive(): boolean;
   /** What it logged so far. */
   readLog(): Promise<string>;
-  /** SIGTERM (graceful close), SIGKILL after 10 s; removes the data dir. */
-  stop(): Promise<void>;
+  /** SIGTERM (graceful close), SIGKILL after 10 s; then removes the data dir unless `keepData`. */
+  stop(opts?: { keepData?: boolean }): Promise<void>;
 }
 
-export async function startCp(repoRoot: string): Promise<CpProcess> {
-  const dataDir = await mkdtemp(join(tmpdir(), "denv-bench-cp-"));
+/**
+ * Starts denv-cp; `from` restarts on the data dir and the address of a cp stopped with
+ * `keepData` (its hosts reconnect to the same URL).
+ */
+export async function startCp(repoRoot: string, from?: CpProcess): Promise<CpProcess> {
+  const dataDir = from?.dataDir ?? (await mkdtemp(join(tmpdir(), "denv-bench-cp-")));
   const logFile = join(dataDir, "cp.log");
   const main = join(repoRoot, "packages", "cp", "dist", "main.js");
+  const listen = from ? new URL(from.url).host : "127.0.0.1:0";
   const child: ChildProcess = spawn(
     process.execPath,
-    [main, "--listen", "127.0.0.1:0", "--data-dir", dataDir, "--log-level", "warn"],
+    [main, "--listen", listen, "--data-dir", dataDir, "--log-level", "warn"],
     { stdio: ["ignore", "pipe", "pipe"] },
   );
-  const log = createWriteStream(logFile);
+  const log = createWriteStream(logFile, { flags: "a" });
   child.stderr?.pipe(log);
   let exited = false;
   const exit = new Promise<void>((resolve) => {
@@ -44,20 +49,23 @@ export async function startCp(repoRoot: string): Promise<CpProcess> {
       resolve();
     });
   });
-  const stop = async () => {
+  const stop = async (opts: { keepData?: boolean } = {}) => {
     if (!exited) {
       child.kill("SIGTERM");
       const killer = setTimeout(() => child.kill("SIGKILL"), 10_000);
       await exit;
       clearTimeout(killer);
     }
-    log.end();
-    await rm(dataDir, { recursive: true, force: true });
+    await new Promise((r) => log.end(r));
+    if (!opts.keepData) await rm(dataDir, { recursive: true, force: true });
   };
   try {
     const url = await new Promise<string>((resolve, reject) => {
       let out = "";
-      const timer = setTimeout(() => reject(new Error("denv-cp did not say where it listens within 30 s")), 30_000);
+      const timer = setTimeout(
+        () => reject(new Error("denv-cp did not say where it listens within 30 s")),
+        30_000,
+      );
       child.stdout?.on("data", (b: Buffer) => {
         out += b.toString("utf8");
         const m = /listening on (http:\/\/\S+)/.exec(out);
@@ -97,5 +105,16 @@ export async function startCp(repoRoot: string): Promise<CpProcess> {
   } catch (err) {
     await stop();
     throw err;
+  }
+}
+
+/** VmRSS of a bare `node -e "setInterval(() => {}, 1000)"` after 1.5 s: what any Node process costs. */
+export async function bareNodeRss(): Promise<number> {
+  const child = spawn(process.execPath, ["-e", "setInterval(() => {}, 1000)"], { stdio: "ignore" });
+  try {
+    await sleep(1500);
+    return (await memoryOf(child.pid as number)).rss;
+  } finally {
+    child.kill("SIGKILL");
   }
 }

@@ -65,7 +65,8 @@ export async function forkBench(
     const phases = Object.fromEntries(d.phases.map((p) => [p.name, p.duration_ms ?? Number.NaN]));
     const host = timingsOf((d.result as { evidence?: unknown } | undefined)?.evidence);
     const gone = await client.destroy(`${project}/${name}`, { wait: true });
-    if (gone.status !== "succeeded") throw new Error(`destroy ${project}/${name}: ${gone.error?.message ?? ""}`);
+    if (gone.status !== "succeeded")
+      throw new Error(`destroy ${project}/${name}: ${gone.error?.message ?? ""}`);
     return { ms, phases, host };
   };
   const viaRuntime = async (name: string) => {
@@ -104,7 +105,9 @@ export async function forkBench(
     opts.log(
       `fork ${i + 1}/${opts.runs}: API ${api.ms.toFixed(0)} ms (phases ${Object.entries(api.phases)
         .map(([k, v]) => `${k} ${v}`)
-        .join(", ")}; denvd total ${api.host.totalMs}), runtime ${runtime.ms.toFixed(0)} ms (total ${runtime.timings.totalMs})`,
+        .join(
+          ", ",
+        )}; denvd total ${api.host.totalMs}), runtime ${runtime.ms.toFixed(0)} ms (total ${runtime.timings.totalMs})`,
     );
   }
   const apiMs = median(runs.map((r) => r.apiMs));

@@ -49,6 +49,8 @@ export interface LoadParams {
   concurrency: number;
   /** Blocks of healthz and of the mix alternate this many times. */
   rounds: number;
+  /** Requests per route sent one at a time (each route's own service time, nothing queued). */
+  isolated: number;
   log: (line: string) => void;
   check: () => void;
 }
@@ -72,9 +74,21 @@ export interface LoadResult {
   };
   requests: { concurrency: number; mix: number; healthz: number; errors: number; errorSamples: string[] };
   latency: { healthz: Latency; mix: Latency; routes: Record<RouteName, Latency> };
+  /** One request at a time, routes in turn: what each request costs the cp on its own. */
+  isolated: Record<RouteName | typeof HEALTHZ, Latency>;
   /** Every measured request, in ms. */
   samples: { healthz: number[]; routes: Record<RouteName, number[]> };
-  memory: { emptyRssMb: number; loadedRssMb: number; peakRssMb: number };
+  memory: {
+    emptyRssMb: number;
+    loadedRssMb: number;
+    peakRssMb: number;
+    /** A new cp process on the same data dir, once every host reconnected (no request yet). */
+    restartedIdleRssMb: number;
+    /** The same, after one block (`restartedReads` requests) of the read mix. */
+    restartedRssMb: number;
+    restartedReads: number;
+    restartedOnlineMs: number;
+  };
   cpLog: { lines: number; warnings: number; errors: number; sample: string[] };
 }
 
@@ -102,8 +116,9 @@ function client(url: string, token: string) {
   /** A deployment route with ?wait=true: the finished deployment, which must have succeeded. */
   const deployment = async (method: string, path: string, body?: unknown) => {
     const r = await call(method, `${path}${path.includes("?") ? "&" : "?"}wait=true`, body);
-    const d = r.status === 200 ? (JSON.parse(r.text) as { id: string; status: string; result?: unknown }) : null;
-    if (!d || d.status !== "succeeded") throw new Error(`${method} ${path}: ${r.status} ${r.text.slice(0, 400)}`);
+    const d =
+      r.status === 200 ? (JSON.parse(r.text) as { id: string; status: string; result?: unknown }) : null;
+    if (d?.status !== "succeeded") throw new Error(`${method} ${path}: ${r.status} ${r.text.slice(0, 400)}`);
     return { ...d, ms: r.ms };
   };
   const json = async <T>(path: string): Promise<T> => {
@@ -166,7 +181,8 @@ export async function loadBench(p: LoadParams): Promise<LoadResult> {
   const workers: Worker[] = [];
   try {
     cp = await startCp(p.repoRoot);
-    const api = client(cp.url, cp.adminToken);
+    const url = cp.url;
+    const api = client(url, cp.adminToken);
     p.log(`cp (pid ${cp.pid}) at ${cp.url}; ${n} hosts, ${n * ENVS_PER_HOST} environments to create`);
     await sleep(1000);
     const empty = await cp.rss();
@@ -181,7 +197,13 @@ export async function loadBench(p: LoadParams): Promise<LoadResult> {
     const t0 = performance.now();
     await Promise.all(
       workers.map((w, k) =>
-        w.ask({ type: "join", url: cp?.url ?? "", token, names: names.filter((_, i) => i % nw === k), concurrency: 8 }),
+        w.ask({
+          type: "join",
+          url,
+          token,
+          names: names.filter((_, i) => i % nw === k),
+          concurrency: 8,
+        }),
       ),
     );
     const joinMs = performance.now() - t0;
@@ -236,7 +258,11 @@ export async function loadBench(p: LoadParams): Promise<LoadResult> {
     const snapshotsMs = performance.now() - t;
     t = performance.now();
     const forks = names.flatMap((name, i) =>
-      Array.from({ length: ENVS_PER_HOST - 1 }, (_, k) => ({ name, version: versions[i] as string, env: `e${k + 1}` })),
+      Array.from({ length: ENVS_PER_HOST - 1 }, (_, k) => ({
+        name,
+        version: versions[i] as string,
+        env: `e${k + 1}`,
+      })),
     );
     await pool(forks, 16, async (f, i) => {
       p.check();
@@ -270,7 +296,9 @@ export async function loadBench(p: LoadParams): Promise<LoadResult> {
         `the cp counts ${environments} environments, ${perHost.min}..${perHost.max} per host`,
     );
     if (heldEnvs !== n * ENVS_PER_HOST || environments !== n * ENVS_PER_HOST) {
-      throw new Error(`expected ${n * ENVS_PER_HOST} environments, hosts hold ${heldEnvs}, the cp counts ${environments}`);
+      throw new Error(
+        `expected ${n * ENVS_PER_HOST} environments, hosts hold ${heldEnvs}, the cp counts ${environments}`,
+      );
     }
 
     // 4. Latency: healthz and the read mix in alternating blocks at the same concurrency.
@@ -296,7 +324,11 @@ export async function loadBench(p: LoadParams): Promise<LoadResult> {
           return "/healthz";
       }
     };
-    const block = async (count: number, routeOf: (i: number) => RouteName | typeof HEALTHZ, record: boolean) => {
+    const block = async (
+      count: number,
+      routeOf: (i: number) => RouteName | typeof HEALTHZ,
+      record: boolean,
+    ) => {
       await pool(
         Array.from({ length: count }, (_, i) => i),
         p.concurrency,
@@ -341,13 +373,64 @@ export async function loadBench(p: LoadParams): Promise<LoadResult> {
         ROUTES.map((r) => `${r} p99 ${lat.routes[r].p99.toFixed(1)}`).join(", "),
     );
 
-    // 5. Memory, with the hosts still connected.
+    // 5. Each route alone: one request at a time, the routes in turn.
+    p.check();
+    const alone = Object.fromEntries([HEALTHZ, ...ROUTES].map((r) => [r, [] as number[]])) as Record<
+      RouteName | typeof HEALTHZ,
+      number[]
+    >;
+    for (let i = 0; i < p.isolated; i++) {
+      for (const route of [HEALTHZ, ...ROUTES] as const) {
+        const r = await api.call("GET", pathOf(route));
+        if (r.status === 200) alone[route].push(r.ms);
+      }
+    }
+    const isolated = Object.fromEntries(Object.entries(alone).map(([r, xs]) => [r, latency(xs)])) as Record<
+      RouteName | typeof HEALTHZ,
+      Latency
+    >;
+    p.log(
+      `N=${n}, one request at a time (p50): ` +
+        Object.entries(isolated)
+          .map(([r, l]) => `${r} ${l.p50.toFixed(1)} ms`)
+          .join(", "),
+    );
+
+    // 6. Memory, with the hosts still connected.
     await sleep(2000);
     const loaded = await cp.rss();
     const afterLoad = await onlineCount();
     const logText = await cp.readLog();
+
+    // 7. The same state in a fresh process: restart on the data dir, every host reconnects, one
+    // block of reads, then its memory (no garbage of the 11 deployments per host made above).
+    p.check();
+    await cp.stop({ keepData: true });
+    cp = await startCp(p.repoRoot, cp);
+    const api2 = client(cp.url, cp.adminToken);
+    t = performance.now();
+    await Promise.all(workers.map((w) => w.ask({ type: "reconnect", concurrency: 8 })));
+    await untilOnline("restart");
+    const restartedOnlineMs = performance.now() - t;
+    await sleep(2000);
+    const restartedIdle = await cp.rss();
+    const restartedReads = Math.round(p.requests / p.rounds);
+    await pool(
+      Array.from({ length: restartedReads }, (_, i) => i),
+      p.concurrency,
+      async (i) => {
+        await api2.call("GET", pathOf(mixRoute(i)));
+      },
+    );
+    await sleep(2000);
+    const restarted = await cp.rss();
+    p.log(
+      `N=${n}: cp RSS ${(empty.rss / MiB).toFixed(0)} MB empty, ${(loaded.rss / MiB).toFixed(0)} MB after the load ` +
+        `(peak ${(loaded.hwm / MiB).toFixed(0)} MB); restarted with the same state: ${(restartedIdle.rss / MiB).toFixed(0)} MB ` +
+        `once the hosts are back, ${(restarted.rss / MiB).toFixed(0)} MB after a block of reads`,
+    );
     const lines = logText.split("\n").filter((l) => l.trim() !== "");
-    const levelOf = (l: string) => (/"level":"(\w+)"/.exec(l)?.[1] ?? "");
+    const levelOf = (l: string) => /"level":"(\w+)"/.exec(l)?.[1] ?? "";
     const unexpected = lines.filter((l) => !/host offline|host online/.test(l));
     return {
       hosts: n,
@@ -375,7 +458,16 @@ export async function loadBench(p: LoadParams): Promise<LoadResult> {
       },
       latency: lat,
       samples,
-      memory: { emptyRssMb: empty.rss / MiB, loadedRssMb: loaded.rss / MiB, peakRssMb: loaded.hwm / MiB },
+      isolated,
+      memory: {
+        emptyRssMb: empty.rss / MiB,
+        loadedRssMb: loaded.rss / MiB,
+        peakRssMb: loaded.hwm / MiB,
+        restartedIdleRssMb: restartedIdle.rss / MiB,
+        restartedRssMb: restarted.rss / MiB,
+        restartedReads,
+        restartedOnlineMs,
+      },
       cpLog: {
         lines: lines.length,
         warnings: lines.filter((l) => levelOf(l) === "warn").length,

@@ -11,10 +11,12 @@ import { sweep, teardownHost, teardownRuntime } from "../../runtime/dist/cleanup
 import { log, run } from "../../runtime/dist/host.js";
 import { newTempDir, smallStack } from "../../runtime/dist/stacks.js";
 import { type Row, ratioOf, round, table, verdict } from "../../runtime/dist/stats.js";
+import { bareNodeRss } from "./cp-process.js";
 import { type BenchStack, ENV, startBenchStack } from "./denv-stack.js";
 import { type ExecResult, execBench } from "./exec-bench.js";
 import { type ForkResult, forkBench } from "./fork-bench.js";
-import { type LoadResult, loadBench, ROUTES } from "./load-bench.js";
+import { HEALTHZ, type LoadResult, loadBench, ROUTES } from "./load-bench.js";
+import { MiB } from "./numbers.js";
 
 const USAGE = `usage: node bench/api/run.mjs [--smoke] [--only exec,fork,load] [--hosts 100,1000]
                               [--exec-pairs N] [--fork-runs N] [--requests N] [--healthz N]
@@ -47,6 +49,7 @@ interface Config {
   concurrency: number;
   workers: number;
   rounds: number;
+  isolated: number;
 }
 
 function parseArgs(argv: string[]): Config {
@@ -65,6 +68,7 @@ function parseArgs(argv: string[]): Config {
         concurrency: 16,
         workers: 1,
         rounds: 2,
+        isolated: 10,
       }
     : {
         smoke,
@@ -79,6 +83,7 @@ function parseArgs(argv: string[]): Config {
         concurrency: 16,
         workers: 4,
         rounds: 4,
+        isolated: 50,
       };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
@@ -96,7 +101,8 @@ function parseArgs(argv: string[]): Config {
     if (arg === "--only") {
       const names = value().split(",");
       for (const n of names) {
-        if (!(ALL as readonly string[]).includes(n)) throw new Error(`--only: unknown benchmark '${n}'\n${USAGE}`);
+        if (!(ALL as readonly string[]).includes(n))
+          throw new Error(`--only: unknown benchmark '${n}'\n${USAGE}`);
       }
       c.only = new Set(names as Section[]);
     } else if (arg === "--hosts") c.hosts = value().split(",").map(count);
@@ -122,6 +128,8 @@ interface Results {
   exec?: ExecResult;
   fork?: ForkResult;
   load: LoadResult[];
+  /** VmRSS of a bare `node -e setInterval(...)`, for context. */
+  bareNodeRssMb?: number;
   stack?: { url: string; hostId: string; deployMs: number };
 }
 
@@ -138,7 +146,8 @@ async function main(): Promise<number> {
   const t0 = performance.now();
 
   if (needDocker) {
-    if (process.getuid?.() !== 0) throw new Error("run as root: denvd's volume store mounts a btrfs loop file");
+    if (process.getuid?.() !== 0)
+      throw new Error("run as root: denvd's volume store mounts a btrfs loop file");
     await docker.ping().catch(() => {
       throw new Error("the Docker engine does not answer: start it with scripts/setup-host");
     });
@@ -179,7 +188,9 @@ async function main(): Promise<number> {
       : [];
   const concurrent = { atStart: await others(), atEnd: [] as string[] };
   if (concurrent.atStart.length > 0) {
-    log(`WARNING: ${concurrent.atStart.length} other containers run on this engine: ${concurrent.atStart.join(", ")}`);
+    log(
+      `WARNING: ${concurrent.atStart.length} other containers run on this engine: ${concurrent.atStart.join(", ")}`,
+    );
   }
 
   const tmp = await newTempDir();
@@ -255,6 +266,7 @@ async function main(): Promise<number> {
       await closeStack();
     }
     if (has("load")) {
+      results.bareNodeRssMb = (await bareNodeRss()) / MiB;
       for (const n of cfg.hosts) {
         check();
         results.load.push(
@@ -266,6 +278,7 @@ async function main(): Promise<number> {
             healthz: cfg.healthz,
             concurrency: cfg.concurrency,
             rounds: cfg.rounds,
+            isolated: cfg.isolated,
             log,
             check,
           }),
@@ -320,7 +333,9 @@ async function main(): Promise<number> {
   console.log(`targets are reported, not asserted. result: ${file}`);
   const busy = new Set([...concurrent.atStart, ...concurrent.atEnd]);
   if (busy.size > 0) {
-    console.log(`WARNING: ${busy.size} containers of others ran on this engine during the run; numbers may be noisy`);
+    console.log(
+      `WARNING: ${busy.size} containers of others ran on this engine during the run; numbers may be noisy`,
+    );
   }
   if (problems.length > 0) console.log(`cleanup problems:\n  ${problems.join("\n  ")}`);
   else console.log("cleanup: nothing left behind");
@@ -412,6 +427,7 @@ function summaryRows(r: Results): Row[] {
       verdict: "info",
       note:
         `${l.requests.mix} requests of ${ROUTES.length} read routes in turn + ${l.requests.healthz} healthz, ` +
+        `healthz alone p50 ${ms(l.isolated[HEALTHZ].p50)}; ` +
         `${l.requests.concurrency} in flight, ${l.requests.errors} errors; setup: ${l.deployments} deployments, ` +
         `deploy median ${l.setupMs.deployMedian.toFixed(0)} ms`,
     });
@@ -422,7 +438,9 @@ function summaryRows(r: Results): Row[] {
       baselineName: "GET /healthz p99",
       unit: "ms",
       ratioKind: "denv/baseline",
-      ...(at ? { target: "< 50 ms", verdict: verdict(l.latency.mix.p99 < 50) } : { verdict: "info" as const }),
+      ...(at
+        ? { target: "< 50 ms", verdict: verdict(l.latency.mix.p99 < 50) }
+        : { verdict: "info" as const }),
     });
     for (const route of ROUTES) {
       const x = l.latency.routes[route];
@@ -434,7 +452,7 @@ function summaryRows(r: Results): Row[] {
         unit: "ms",
         ratioKind: "denv/baseline",
         ...(at ? { target: "< 50 ms", verdict: verdict(x.p99 < 50) } : { verdict: "info" as const }),
-        note: `p50 ${ms(x.p50)}, ${x.n} requests`,
+        note: `in the mix p50 ${ms(x.p50)} (${x.n} requests); alone (1 in flight) p50 ${ms(l.isolated[route].p50)}, p99 ${ms(l.isolated[route].p99)}`,
       });
     }
     add({
@@ -447,7 +465,24 @@ function summaryRows(r: Results): Row[] {
       ...(at
         ? { target: "< 200 MB", verdict: verdict(l.memory.loadedRssMb < 200) }
         : { verdict: "info" as const }),
-      note: `peak (VmHWM) ${l.memory.peakRssMb.toFixed(0)} MB; ${l.online.afterLoad}/${l.hosts} hosts online at the end`,
+      note:
+        `after setup and the reads; peak (VmHWM) ${l.memory.peakRssMb.toFixed(0)} MB; ` +
+        `${l.online.afterLoad}/${l.hosts} hosts online at the end` +
+        (r.bareNodeRssMb ? `; a bare node process: ${r.bareNodeRssMb.toFixed(0)} MB` : ""),
+    });
+    add({
+      name: `cp RSS restarted on the same state (N=${l.hosts})`,
+      denv: round(l.memory.restartedRssMb),
+      baseline: round(l.memory.emptyRssMb),
+      baselineName: "the same cp before any host joined",
+      unit: "MB",
+      ratioKind: "denv/baseline",
+      ...(at
+        ? { target: "< 200 MB", verdict: verdict(l.memory.restartedRssMb < 200) }
+        : { verdict: "info" as const }),
+      note:
+        `a new cp process on the data dir: ${l.memory.restartedIdleRssMb.toFixed(0)} MB once all ${l.hosts} hosts ` +
+        `were back (${l.memory.restartedOnlineMs.toFixed(0)} ms), this after ${l.memory.restartedReads} reads of the mix`,
     });
   }
   return rows;

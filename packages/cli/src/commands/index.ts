@@ -6,6 +6,7 @@ import { deployments } from "./deployments.js";
 import { down } from "./down.js";
 import { env } from "./env.js";
 import { exec } from "./exec.js";
+import { exportCmd } from "./export.js";
 import { hosts } from "./hosts.js";
 import { joinToken } from "./join-token.js";
 import { login } from "./login.js";
@@ -36,6 +37,7 @@ export const COMMANDS: Entry[] = [
   portForward,
   verify,
   sandboxes,
+  exportCmd,
   targets,
   hosts,
   joinToken,

@@ -250,4 +250,22 @@ describe("deployments through phases", () => {
     const empty = await t.admin.upload("POST", "/v1/projects/shop/deploy", Buffer.alloc(0));
     expect(empty.status).toBe(400);
   });
+  it("records the client's own source hash as evidence, and ignores one that is not a sha256", async () => {
+    const key = "a".repeat(64);
+    const withKey = await t.admin.call("POST", "/v1/projects/shop/deploy?environment=hashed", source, {
+      "content-type": "application/x-tar",
+      "x-denv-source-sha256": `sha256:${key}`,
+    });
+    expect(phase(withKey.body, "resolve source").evidence.source_sha256).toBe(`sha256:${key}`);
+    const bogus = await t.admin.call("POST", "/v1/projects/shop/deploy?environment=bogus", source, {
+      "content-type": "application/x-tar",
+      "x-denv-source-sha256": "not-a-hash",
+    });
+    expect(phase(bogus.body, "resolve source").evidence.source_sha256).toBeUndefined();
+    for (const d of [withKey.body.id, bogus.body.id]) {
+      await waitFor(async () =>
+        ["succeeded", "failed"].includes((await t.admin.get(`/v1/deployments/${d}`)).body.status),
+      );
+    }
+  });
 });

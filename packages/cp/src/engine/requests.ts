@@ -7,6 +7,8 @@ export const SourceEvidence = z.object({
   tar_bytes: z.number(),
   sha256: z.string(),
   gzip: z.boolean(),
+  /** The client's own hash of the folder (X-Denv-Source-Sha256), when it sent one. */
+  source_sha256: z.string().optional(),
 });
 export type SourceEvidence = z.infer<typeof SourceEvidence>;
 

@@ -29,10 +29,15 @@ export function deploymentRoutes(s: Services): Route[] {
         description: "The project folder as a tar (gzip allowed); streamed to the host, not kept",
       },
       responses: DEPLOYMENT_RESPONSES,
-      handler: async ({ principal, params, query, body, raw }) => {
+      handler: async ({ principal, params, query, body, raw, req }) => {
+        // A client may say what its folder hashes to (its own content key, e.g. the Inspect and
+        // Harbor adapters' deploy-once check); it is recorded as evidence, never trusted for more.
+        const declared = req.headers["x-denv-source-sha256"];
+        const sourceSha256 =
+          typeof declared === "string" && /^(sha256:)?[0-9a-f]{64}$/.test(declared) ? declared : undefined;
         const source =
           raw instanceof Readable
-            ? { kind: "tar" as const, body: raw }
+            ? { kind: "tar" as const, body: raw, ...(sourceSha256 ? { sourceSha256 } : {}) }
             : { kind: "git" as const, ref: body.git_ref };
         const d = await s.deployments.deploy(principal, params.project, query, source);
         return deploymentReply(s, d, query.wait);

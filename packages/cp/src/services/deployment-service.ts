@@ -30,7 +30,9 @@ export interface FollowSink {
   done(d: Deployment): void;
 }
 
-export type DeploySource = { kind: "tar"; body: Readable } | { kind: "git"; ref: string };
+export type DeploySource =
+  | { kind: "tar"; body: Readable; sourceSha256?: string }
+  | { kind: "git"; ref: string };
 
 /** Turns API requests into deployments (checking what can be checked at once) and reads them back. */
 export class DeploymentService {
@@ -58,7 +60,10 @@ export class DeploymentService {
     }
     const id = newId("dep");
     const startedAt = nowIso();
-    const spool = await spoolSource(source.body, this.options.spoolDir, id, this.options.maxSourceBytes);
+    const spooled = await spoolSource(source.body, this.options.spoolDir, id, this.options.maxSourceBytes);
+    const spool = source.sourceSha256
+      ? { ...spooled, evidence: { ...spooled.evidence, source_sha256: source.sourceSha256 } }
+      : spooled;
     const d = await this.engine.create({
       id,
       kind: "deploy",

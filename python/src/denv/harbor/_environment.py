@@ -1,0 +1,313 @@
+"""``DenvEnvironment``: a Harbor environment backend running each trial on denv.
+
+One denv project per task (``harbor-<task>``), deployed once per content of the task's
+``environment/`` folder (and again only when it changes, or with ``--force-build``); one
+sandbox (a fork of the project's version) per trial. Harbor's shared-mode verifier step
+(tests uploaded to ``/tests`` after the agent, then ``tests/test.sh``) is carried out on a
+second sandbox forked from a snapshot of the trial's sandbox, as the verifier uid: the
+agent's sandbox never receives ``/tests``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from harbor.environments.base import (  # type: ignore[import-not-found]
+    BaseEnvironment,
+    ExecResult,
+    ServiceOperationsUnsupportedError,
+)
+from harbor.environments.capabilities import (  # type: ignore[import-not-found]
+    EnvironmentCapabilities,
+)
+from harbor.models.task.config import NetworkMode  # type: ignore[import-not-found]
+
+from .._async_client import AsyncClient
+from .._config import load_config
+from .._errors import DenvError, NotFoundError
+from .._models import Environment
+from ._deploy import ensure_deployed
+from ._files import extract_contents, tar_dir
+from ._task import (
+    TESTS_DIR,
+    VERIFIER_UID,
+    TaskSource,
+    is_root,
+    project_name,
+    task_source,
+)
+
+_log = logging.getLogger("denv.harbor")
+_MAIN = "main"
+
+
+class DenvEnvironment(BaseEnvironment):  # type: ignore[misc]
+    """Harbor's ``BaseEnvironment`` on denv (``--env denv.harbor:DenvEnvironment``).
+
+    Options (``--ek key=value``): ``url``, ``token`` (default: ``DENV_URL``/``DENV_TOKEN`` or
+    ``~/.config/denv/config.json``), ``project`` (default ``harbor-<task name>``),
+    ``ttl_sec`` (sandbox TTL, default 3600), ``verifier_user`` (default ``1001``).
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._url_opt = _opt(kwargs.pop("url", None))
+        self._token_opt = _opt(kwargs.pop("token", None))
+        self._project_opt = _opt(kwargs.pop("project", None))
+        self._ttl_sec = int(kwargs.pop("ttl_sec", 3600))
+        self._verifier_user = str(kwargs.pop("verifier_user", VERIFIER_UID))
+        self._client: AsyncClient | None = None
+        self._sandbox: Environment | None = None
+        self._verifier: Environment | None = None
+        self._snapshot_version: str | None = None
+        self._source: TaskSource | None = None
+        super().__init__(*args, **kwargs)
+
+    # ------------------------------------------------------------------ Harbor's contract
+
+    @staticmethod
+    def type() -> str:
+        """The environment type Harbor records."""
+        return "denv"
+
+    @property
+    def capabilities(self) -> EnvironmentCapabilities:
+        """Compose tasks (per-service exec and copy) and no internet (denv denies egress)."""
+        return EnvironmentCapabilities(docker_compose=True, disable_internet=True)
+
+    def _validate_definition(self) -> None:
+        self._source = task_source(
+            Path(self.environment_dir),
+            self.project,
+            docker_image=self.task_env_config.docker_image,
+            workdir=self.task_env_config.workdir,
+        )
+        if self.network_policy.network_mode == NetworkMode.PUBLIC:
+            self.logger.warning(
+                "denv denies egress: task %s asks for network_mode=public and runs without "
+                "internet access",
+                self.environment_name,
+            )
+
+    @property
+    def project(self) -> str:
+        """The denv project of this task."""
+        return self._project_opt or project_name(self.environment_name)
+
+    @property
+    def sandbox(self) -> Environment | None:
+        """The trial's sandbox (None before ``start`` and after ``stop``)."""
+        return self._sandbox
+
+    @property
+    def verifier_sandbox(self) -> Environment | None:
+        """The verifier's sandbox (a fork made when the tests are uploaded)."""
+        return self._verifier
+
+    async def start(self, force_build: bool) -> None:
+        """Deploys the task's environment when its content changed, then forks a sandbox."""
+        conf = load_config(self._url_opt, self._token_opt, self.project)
+        url = conf.require_url()
+        assert self._source is not None
+        self._client = AsyncClient(url, conf.token, self.project)
+        version = await ensure_deployed(
+            self._client, url, self.project, self._source, force=force_build
+        )
+        self._sandbox = await self._client.create_sandbox(
+            self.project, version=version, ttl_sec=self._ttl_sec
+        )
+        self.logger.info("denv: trial sandbox %s (fork of %s)", self._sandbox.id, version)
+        await self._upload_environment_dir_after_start()
+
+    async def stop(self, delete: bool) -> None:
+        """Destroys the trial's sandbox and the verifier's (idempotent).
+
+        denv sandboxes are destroyed whatever ``delete`` says (their TTL would do it later);
+        the verifier's snapshot version is deleted with them.
+        """
+        client = self._client
+        if client is None:
+            return
+        for attr in ("_verifier", "_sandbox"):
+            env: Environment | None = getattr(self, attr)
+            if env is None:
+                continue
+            try:
+                await client.destroy_sandbox(env.id)
+            except NotFoundError:
+                pass
+            except DenvError as exc:
+                self.logger.warning("denv: cannot destroy %s: %s", env.id, exc)
+            setattr(self, attr, None)
+        if self._snapshot_version is not None:
+            try:
+                await client.delete_version(self._snapshot_version)
+            except DenvError as exc:
+                self.logger.debug("denv: version %s kept: %s", self._snapshot_version, exc)
+            self._snapshot_version = None
+        self._client = None
+        await client.aclose()
+
+    # ------------------------------------------------------------------ routing
+
+    def _target(self) -> tuple[AsyncClient, Environment, str | None]:
+        """The sandbox an operation goes to, and as whom (None: the agent user)."""
+        if self._client is None or self._sandbox is None:
+            raise RuntimeError("denv environment is not started")
+        if self._verifier is not None:
+            return self._client, self._verifier, self._verifier_user
+        return self._client, self._sandbox, None
+
+    def _user(self, user: str | int | None) -> str | None:
+        resolved = self._resolve_user(user)
+        if self._verifier is not None:
+            # Every command of the verifier step runs as the verifier principal.
+            return self._verifier_user
+        if resolved is None or is_root(resolved):
+            # Root is refused on the agent service (protection 1): the agent user owns
+            # Harbor's folders, so Harbor's root housekeeping runs as the agent user.
+            return None
+        return str(resolved)
+
+    async def _begin_verifier(self) -> None:
+        """Snapshot the trial's sandbox and fork it for the verifier."""
+        client, sandbox, _ = self._target()
+        version = await client.snapshot(sandbox.id)
+        self._snapshot_version = version.id
+        self._verifier = await client.create_sandbox(
+            sandbox.project, version=version.id, ttl_sec=self._ttl_sec
+        )
+        self.logger.info(
+            "denv: verifier sandbox %s (fork of %s, uid %s)",
+            self._verifier.id,
+            version.id,
+            self._verifier_user,
+        )
+
+    # ------------------------------------------------------------------ exec
+
+    async def exec(
+        self,
+        command: str,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        timeout_sec: int | None = None,
+        user: str | int | None = None,
+    ) -> ExecResult:
+        """Runs ``bash -c command`` in service ``main``; a non-zero exit is returned."""
+        return await self._exec(command, _MAIN, cwd, env, timeout_sec, user)
+
+    async def service_exec(
+        self,
+        command: str,
+        *,
+        service: str | None = None,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        timeout_sec: int | None = None,
+        user: str | int | None = None,
+    ) -> ExecResult:
+        """Runs a command in a compose service (default ``main``)."""
+        return await self._exec(command, service or _MAIN, cwd, env, timeout_sec, user)
+
+    async def _exec(
+        self,
+        command: str,
+        service: str,
+        cwd: str | None,
+        env: dict[str, str] | None,
+        timeout_sec: int | None,
+        user: str | int | None,
+    ) -> ExecResult:
+        client, target, _ = self._target()
+        as_user = self._user(user) if service == _MAIN else _sidecar_user(user)
+        res = await client.exec(
+            target.id,
+            ["bash", "-c", command],
+            service=service,
+            user=as_user,
+            cwd=cwd,
+            env=self._merge_env(env),
+            timeout=float(timeout_sec) if timeout_sec else None,
+        )
+        return ExecResult(
+            stdout=res.stdout.decode("utf-8", errors="replace"),
+            stderr=res.stderr.decode("utf-8", errors="replace"),
+            return_code=res.exit_code,
+        )
+
+    # ------------------------------------------------------------------ files
+
+    async def upload_file(self, source_path: Path | str, target_path: str) -> None:
+        """Writes a local file into ``main``."""
+        client, target, _ = self._target()
+        path = Path(source_path)
+        data = await asyncio.to_thread(path.read_bytes)
+        mode = (await asyncio.to_thread(path.stat)).st_mode & 0o777
+        await client.write_file(
+            target.id, target_path, data, mode=mode, service=_MAIN, user=self._user(None)
+        )
+
+    async def upload_dir(self, source_dir: Path | str, target_dir: str) -> None:
+        """Copies a local folder's contents into ``main``.
+
+        An upload to ``/tests`` while no verifier sandbox exists is Harbor's verifier step:
+        the trial's sandbox is snapshotted and forked first, and the tests go to the fork.
+        """
+        if self._verifier is None and _under(target_dir, TESTS_DIR):
+            await self._begin_verifier()
+        client, target, _ = self._target()
+        archive = await asyncio.to_thread(tar_dir, Path(source_dir))
+        await client.put_files(target.id, target_dir, archive, service=_MAIN, user=self._user(None))
+
+    async def download_file(self, source_path: str, target_path: Path | str) -> None:
+        """Reads a file of ``main`` into a local file."""
+        await self.service_download_file(source_path, target_path)
+
+    async def download_dir(self, source_dir: str, target_dir: Path | str) -> None:
+        """Copies a folder of ``main`` into a local folder (overwriting files)."""
+        await self.service_download_dir(source_dir, target_dir)
+
+    async def service_download_file(
+        self, source_path: str, target_path: Path | str, *, service: str | None = None
+    ) -> None:
+        """Reads a file of a compose service (default ``main``)."""
+        client, target, _ = self._target()
+        svc = service or _MAIN
+        user = self._user(None) if svc == _MAIN else None
+        data = await client.read_file(target.id, source_path, service=svc, user=user)
+        out = Path(target_path)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        await asyncio.to_thread(out.write_bytes, data)
+
+    async def service_download_dir(
+        self, source_dir: str, target_dir: Path | str, *, service: str | None = None
+    ) -> None:
+        """Copies a folder of a compose service (default ``main``) into a local folder."""
+        client, target, _ = self._target()
+        svc = service or _MAIN
+        user = self._user(None) if svc == _MAIN else None
+        archive = await client.get_files(target.id, source_dir, service=svc, user=user)
+        await asyncio.to_thread(extract_contents, archive, Path(target_dir))
+
+    async def stop_service(self, service: str) -> None:
+        """Not offered: denv stops and starts whole environments, not one service."""
+        raise ServiceOperationsUnsupportedError(
+            f"denv cannot stop the single service {service!r} of a sandbox; "
+            "use environment_mode = 'shared' (the verifier already runs on a fork)"
+        )
+
+
+def _opt(value: Any) -> str | None:
+    return None if value is None or value == "" else str(value)
+
+
+def _sidecar_user(user: str | int | None) -> str | None:
+    return None if user is None else str(user)
+
+
+def _under(path: str, root: str) -> bool:
+    p, r = PurePosixPath(path), PurePosixPath(root)
+    return p == r or r in p.parents

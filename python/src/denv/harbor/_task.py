@@ -1,0 +1,230 @@
+"""From a Harbor task's ``environment/`` folder to a denv project source (no Harbor import).
+
+A Harbor task describes its environment with ``environment/Dockerfile`` (or a prebuilt
+``docker_image``, or ``environment/docker-compose.yaml``). denv deploys a compose file, so
+for a Dockerfile task the adapter adds two files to the deploy archive (the task folder
+itself is never modified):
+
+- ``Dockerfile.denv``: the task's Dockerfile followed by one ``RUN`` as root that prepares
+  what Harbor expects in the container for a non-root agent (see :func:`prepare_script`);
+- ``compose.yaml``: one service ``main`` built from ``Dockerfile.denv``, with ``x-denv``
+  naming the agent (``main``, uid 1000) and its workdir.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+#: The uid the agent runs as (denv's default agent user) and the verifier's uid.
+AGENT_UID = "1000"
+VERIFIER_UID = "1001"
+
+#: Harbor's paths in the container (``harbor.models.trial.paths.EnvironmentPaths``).
+LOGS_DIR = "/logs"
+AGENT_LOGS = "/logs/agent"
+VERIFIER_LOGS = "/logs/verifier"
+ARTIFACTS_DIR = "/logs/artifacts"
+TESTS_DIR = "/tests"
+SOLUTION_DIR = "/solution"
+
+#: Compose files Harbor reads in ``environment/``, and the files the adapter generates.
+COMPOSE_NAMES = ("docker-compose.yaml", "docker-compose.yml", "compose.yaml", "compose.yml")
+GENERATED_COMPOSE = "compose.yaml"
+GENERATED_DOCKERFILE = "Dockerfile.denv"
+DEFAULT_WORKDIR = "/workspace"
+
+_WORKDIR = re.compile(r"^\s*WORKDIR\s+(\S+)\s*$", re.IGNORECASE | re.MULTILINE)
+_NAME_INVALID = re.compile(r"[^a-z0-9-]+")
+
+
+@dataclass(frozen=True)
+class TaskSource:
+    """What the adapter deploys for one task environment.
+
+    Attributes:
+        folder: The task's ``environment/`` folder (the project source).
+        compose_name: The compose file the project deploys.
+        extra_files: Generated files added to the deploy archive (relative path -> bytes).
+        workdir: The agent's working directory.
+    """
+
+    folder: Path
+    compose_name: str
+    extra_files: tuple[tuple[str, bytes], ...]
+    workdir: str
+
+
+def project_name(environment_name: str, prefix: str = "harbor-") -> str:
+    """The denv project of a Harbor task: ``harbor-<task name>`` as a valid denv name.
+
+    Args:
+        environment_name: Harbor's ``environment_name`` (the task's short name).
+        prefix: Prefix of the project name.
+
+    Returns:
+        Lowercase letters, digits and ``-``, at most 40 characters.
+    """
+    name = _NAME_INVALID.sub("-", (prefix + environment_name).lower()).strip("-")
+    return name[:40].strip("-") or "harbor-task"
+
+
+def dockerfile_workdir(dockerfile: str) -> str | None:
+    """The last ``WORKDIR`` of a Dockerfile, when it is an absolute path without variables.
+
+    Args:
+        dockerfile: The Dockerfile's text.
+
+    Returns:
+        The path, or None.
+    """
+    found = _WORKDIR.findall(dockerfile)
+    if not found:
+        return None
+    last = found[-1].strip("\"'")
+    return last if last.startswith("/") and "$" not in last else None
+
+
+def prepare_script(workdir: str) -> str:
+    """The shell run as root at the end of the image build.
+
+    It creates the agent user (uid 1000, ``agent``) and the verifier user (uid 1001,
+    ``verifier``) unless the image has them, gives the agent the workdir, ``/logs/agent``,
+    ``/logs/artifacts`` and ``/solution``, and gives the verifier ``/logs/verifier`` and
+    ``/tests`` (mode 755: the agent can neither plant tests nor write a reward).
+
+    Args:
+        workdir: The agent's working directory.
+
+    Returns:
+        A ``sh`` script.
+    """
+    w = shlex.quote(workdir)
+    users = " ".join(
+        f"getent passwd {uid} >/dev/null 2>&1 || "
+        f"useradd -m -u {uid} -U -s /bin/sh {name} 2>/dev/null || "
+        f"{{ echo '{name}:x:{uid}:{uid}::/home/{name}:/bin/sh' >> /etc/passwd; "
+        f"echo '{name}:x:{uid}:' >> /etc/group; mkdir -p /home/{name}; "
+        f"chown {uid}:{uid} /home/{name}; }};"
+        for uid, name in ((AGENT_UID, "agent"), (VERIFIER_UID, "verifier"))
+    )
+    return (
+        f"set -e; {users} "
+        f"mkdir -p {w} {AGENT_LOGS} {ARTIFACTS_DIR} {VERIFIER_LOGS} {TESTS_DIR} {SOLUTION_DIR}; "
+        f"chown -R {AGENT_UID}:{AGENT_UID} {w} {AGENT_LOGS} {ARTIFACTS_DIR} {SOLUTION_DIR}; "
+        f"chown {VERIFIER_UID}:{VERIFIER_UID} {VERIFIER_LOGS} {TESTS_DIR}; "
+        f"chmod 755 {LOGS_DIR} {VERIFIER_LOGS} {TESTS_DIR}"
+    )
+
+
+def denv_dockerfile(dockerfile: str, workdir: str) -> str:
+    """The task's Dockerfile with the preparation step appended.
+
+    Args:
+        dockerfile: The task's Dockerfile text (or ``FROM <docker_image>``).
+        workdir: The agent's working directory.
+
+    Returns:
+        The Dockerfile denv builds.
+    """
+    body = dockerfile.rstrip("\n")
+    script = prepare_script(workdir).replace("\\", "\\\\")
+    return (
+        f"{body}\n\n# Added by denv.harbor: users and Harbor's folders for a non-root agent.\n"
+        f"USER root\nRUN {script}\nWORKDIR {workdir}\n"
+    )
+
+
+def compose_for_dockerfile(name: str, workdir: str) -> str:
+    """The compose file of a Dockerfile task: service ``main`` built from ``Dockerfile.denv``.
+
+    Args:
+        name: The compose project name.
+        workdir: The agent's working directory.
+
+    Returns:
+        YAML text.
+    """
+    return yaml.safe_dump(
+        {
+            "name": name,
+            "services": {
+                "main": {
+                    "build": {"context": ".", "dockerfile": GENERATED_DOCKERFILE},
+                    "command": ["sleep", "infinity"],
+                    "init": True,
+                    "working_dir": workdir,
+                }
+            },
+            "x-denv": {
+                "kind": "rl-environment",
+                "agent": {"service": "main", "user": AGENT_UID, "workdir": workdir},
+            },
+        },
+        sort_keys=False,
+    )
+
+
+def task_source(
+    environment_dir: Path,
+    name: str,
+    *,
+    docker_image: str | None = None,
+    workdir: str | None = None,
+) -> TaskSource:
+    """What to deploy for a Harbor task's environment folder.
+
+    A compose task (``docker-compose.yaml`` in the folder) deploys that file as it is: it
+    must stay inside denv's compose subset and name its agent (service ``main`` is found by
+    denv's default rule). A Dockerfile task, or a task with only ``docker_image``, deploys
+    the generated ``compose.yaml`` and ``Dockerfile.denv``.
+
+    Args:
+        environment_dir: The task's ``environment/`` folder.
+        name: The project name (also the compose ``name``).
+        docker_image: ``[environment] docker_image`` of ``task.toml``.
+        workdir: ``[environment] workdir`` of ``task.toml``.
+
+    Returns:
+        The source.
+
+    Raises:
+        FileNotFoundError: Neither a Dockerfile, a compose file nor a docker_image.
+    """
+    for compose in COMPOSE_NAMES:
+        if (environment_dir / compose).is_file():
+            return TaskSource(environment_dir, compose, (), workdir or DEFAULT_WORKDIR)
+    dockerfile_path = environment_dir / "Dockerfile"
+    if dockerfile_path.is_file():
+        dockerfile = dockerfile_path.read_text(encoding="utf-8")
+    elif docker_image:
+        dockerfile = f"FROM {docker_image}\n"
+    else:
+        raise FileNotFoundError(
+            f"{environment_dir}: no Dockerfile, no docker-compose.yaml and no docker_image"
+        )
+    wd = workdir or dockerfile_workdir(dockerfile) or DEFAULT_WORKDIR
+    extra = (
+        (GENERATED_COMPOSE, compose_for_dockerfile(name, wd).encode("utf-8")),
+        (GENERATED_DOCKERFILE, denv_dockerfile(dockerfile, wd).encode("utf-8")),
+    )
+    return TaskSource(environment_dir, GENERATED_COMPOSE, extra, wd)
+
+
+def is_root(user: str | int | None) -> bool:
+    """Whether Harbor asked for root (``"root"``, ``0`` or ``"0"``).
+
+    Args:
+        user: Harbor's user argument.
+
+    Returns:
+        True for root.
+    """
+    if user is None:
+        return False
+    text = str(user).split(":")[0]
+    return text == "root" or (text.isdigit() and int(text) == 0)

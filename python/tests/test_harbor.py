@@ -1,0 +1,105 @@
+"""The Harbor adapter's parts that need no Harbor (it needs Python >= 3.12): the task source
+it deploys, the folder transfers, and the command the docs show (the e2e test runs it)."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import REPO
+from denv.harbor import project_name, task_source
+from denv.harbor._files import extract_contents, tar_dir
+from denv.harbor._task import dockerfile_workdir, is_root, prepare_script
+
+HELLO = REPO / "examples" / "harbor-hello"
+
+
+def test_project_name_is_a_valid_denv_name() -> None:
+    assert project_name("harbor-hello") == "harbor-harbor-hello"
+    assert project_name("Org/My_Task.v2") == "harbor-org-my-task-v2"
+    assert len(project_name("x" * 100)) == 40
+
+
+def test_dockerfile_workdir_is_the_last_absolute_one() -> None:
+    assert dockerfile_workdir("FROM a\nWORKDIR /src\nRUN x\nworkdir /app\n") == "/app"
+    assert dockerfile_workdir("FROM a\nWORKDIR $HOME\n") is None
+    assert dockerfile_workdir("FROM a\n") is None
+
+
+def test_dockerfile_task_gets_a_compose_file_with_service_main() -> None:
+    src = task_source(HELLO / "environment", "harbor-harbor-hello")
+    assert src.compose_name == "compose.yaml"
+    assert src.workdir == "/app"
+    files = dict(src.extra_files)
+    compose = yaml.safe_load(files["compose.yaml"])
+    assert compose["services"]["main"]["build"] == {"context": ".", "dockerfile": "Dockerfile.denv"}
+    assert compose["x-denv"]["agent"] == {"service": "main", "user": "1000", "workdir": "/app"}
+    dockerfile = files["Dockerfile.denv"].decode()
+    original = (HELLO / "environment" / "Dockerfile").read_text()
+    assert dockerfile.startswith(original.rstrip("\n"))
+    assert "\nUSER root\nRUN " in dockerfile and dockerfile.endswith("WORKDIR /app\n")
+
+
+def test_prepare_script_gives_tests_and_verifier_logs_to_the_verifier_only() -> None:
+    script = prepare_script("/app")
+    assert "chown 1001:1001 /logs/verifier /tests" in script
+    assert "chown -R 1000:1000 /app /logs/agent /logs/artifacts /solution" in script
+    assert "chmod 755 /logs /logs/verifier /tests" in script
+
+
+def test_image_only_and_compose_tasks(tmp_path: Path) -> None:
+    src = task_source(tmp_path, "p", docker_image="python:3.13-slim", workdir="/work")
+    assert dict(src.extra_files)["Dockerfile.denv"].decode().startswith("FROM python:3.13-slim\n")
+    assert src.workdir == "/work"
+    (tmp_path / "docker-compose.yaml").write_text("services:\n  main:\n    image: x\n")
+    src = task_source(tmp_path, "p")
+    assert (src.compose_name, src.extra_files) == ("docker-compose.yaml", ())
+    with pytest.raises(FileNotFoundError):
+        task_source(tmp_path / "missing", "p")
+
+
+def test_is_root() -> None:
+    assert is_root("root") and is_root(0) and is_root("0") and is_root("0:0")
+    assert not is_root(None) and not is_root("1000") and not is_root("agent")
+
+
+def test_folder_round_trip(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    (src / "sub").mkdir(parents=True)
+    (src / "test.sh").write_text("#!/bin/sh\n")
+    (src / "test.sh").chmod(0o755)
+    (src / "sub" / "data.txt").write_text("x")
+    archive = tar_dir(src)
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        assert sorted(tar.getnames()) == ["sub", "sub/data.txt", "test.sh"]
+        assert tar.getmember("test.sh").mode == 0o755
+    # A download holds the folder under its base name; its contents land in the target.
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        tar.add(src, arcname="verifier")
+    out = tmp_path / "out"
+    extract_contents(buf.getvalue(), out)
+    assert (out / "test.sh").read_text() == "#!/bin/sh\n"
+    assert (out / "sub" / "data.txt").read_text() == "x"
+
+
+def test_docs_show_the_command_the_e2e_test_runs() -> None:
+    e2e = (REPO / "packages" / "cli" / "src" / "e2e" / "harbor.test.ts").read_text()
+    assert '"denv.harbor:DenvEnvironment"' in e2e
+    page = (REPO / "docs" / "how-to" / "harbor.md").read_text()
+    assert "--env denv.harbor:DenvEnvironment" in page
+    assert "deploy/tools-image" in page
+
+
+def test_archive_hash_is_stable_and_follows_content(tmp_path: Path) -> None:
+    from denv.harbor._deploy import archive_sha256
+
+    (tmp_path / "Dockerfile").write_text("FROM debian:bookworm-slim\n")
+    first = task_source(tmp_path, "p")
+    assert archive_sha256(first) == archive_sha256(task_source(tmp_path, "p"))
+    (tmp_path / "Dockerfile").write_text("FROM debian:trixie-slim\n")
+    assert archive_sha256(task_source(tmp_path, "p")) != archive_sha256(first)
