@@ -36,8 +36,9 @@ export class Placer {
     const hosts = await this.store.listHosts({ target: req.target });
     const candidates: Placement["candidates"] = [];
     const eligible: Array<{ host: HostRecord; environments: number; score: number }> = [];
+    const counts = await this.store.countEnvironmentsByHost();
     for (const host of hosts) {
-      const environments = (await this.store.listEnvironments({ hostId: host.id })).length;
+      const environments = counts.get(host.id) ?? 0;
       const row = {
         host: host.id,
         environments,

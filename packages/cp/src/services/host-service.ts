@@ -64,10 +64,8 @@ export class HostService implements HostLifecycle {
   }
 
   async list(): Promise<Host[]> {
-    const hosts = await this.store.listHosts();
-    return Promise.all(
-      hosts.map(async (h) => presentHost(h, (await this.store.listEnvironments({ hostId: h.id })).length)),
-    );
+    const [hosts, counts] = await Promise.all([this.store.listHosts(), this.store.countEnvironmentsByHost()]);
+    return hosts.map((h) => presentHost(h, counts.get(h.id) ?? 0));
   }
 
   async online(hostId: string, hello: HelloFrame): Promise<void> {

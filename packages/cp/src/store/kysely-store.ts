@@ -168,6 +168,17 @@ export class KyselyStore implements Store {
     return rows.map(environmentFromRow);
   }
 
+  async countEnvironmentsByHost(): Promise<Map<string, number>> {
+    const rows = await this.db
+      .selectFrom("environments")
+      .select(["host_id", (eb) => eb.fn.countAll<number | string | bigint>().as("n")])
+      .where("host_id", "is not", null)
+      .groupBy("host_id")
+      .execute();
+    // PostgreSQL returns count(*) as a string (bigint), SQLite as a number.
+    return new Map(rows.map((r) => [r.host_id as string, Number(r.n)]));
+  }
+
   async deleteEnvironment(id: string): Promise<void> {
     await this.db.deleteFrom("environments").where("id", "=", id).execute();
   }

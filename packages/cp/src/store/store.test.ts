@@ -114,6 +114,10 @@ function storeSuite(
         "shop/sbx",
       ]);
       expect((await store.listEnvironments({ hostId: "h2" })).map((e) => e.id)).toEqual(["shop/alpha"]);
+      await store.putEnvironment(env("other/beta", { hostId: "h2", hostEnv: "beta-1" }));
+      // Environments without a host (pending, sandboxes not placed yet) are not counted.
+      expect(await store.countEnvironmentsByHost()).toEqual(new Map([["h2", 2]]));
+      await store.deleteEnvironment("other/beta");
       expect(
         (await store.listEnvironments({ sandbox: true, expiredBefore: now() })).map((e) => e.id),
       ).toEqual(["shop/sbx"]);

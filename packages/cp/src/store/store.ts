@@ -43,6 +43,8 @@ export interface Store {
   putEnvironment(e: EnvironmentRecord): Promise<void>;
   getEnvironment(id: string): Promise<EnvironmentRecord | undefined>;
   listEnvironments(filter?: EnvironmentFilter): Promise<EnvironmentRecord[]>;
+  /** How many environments each host runs (hosts with none are absent): one grouped query. */
+  countEnvironmentsByHost(): Promise<Map<string, number>>;
   deleteEnvironment(id: string): Promise<void>;
 
   createDeployment(d: DeploymentRecord): Promise<void>;
