@@ -313,3 +313,15 @@ export const ControlPlaneMessages = {
   resumeTimedOut: (host: string, seconds: number) =>
     `host ${host} did not answer within ${seconds}s after the control plane restarted; the deployment is failed`,
 } as const;
+
+/**
+ * `denv import harbor` and `denv export harbor`: what cannot be mapped between a Harbor task
+ * folder and a denv project folder. One line naming the file and the key.
+ */
+export const HarborTaskMessages = {
+  missingFile: (file: string) => `${file}: missing; a Harbor task needs it`,
+  noEnvironment: (dir: string) =>
+    `${dir}/environment: no Dockerfile, no docker-compose.yaml and no [environment] docker_image in task.toml`,
+  unsupported: (file: string, key: string, reason: string) => `${file}: '${key}' cannot be mapped: ${reason}`,
+  notEmpty: (dir: string) => `${dir} is not empty: write into a new or empty directory`,
+} as const;

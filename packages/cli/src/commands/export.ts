@@ -5,6 +5,7 @@ import { parseVersionRef, type Version } from "@denv/spec";
 import type { CommandSpec, GroupSpec } from "../command.js";
 import { CliError } from "../exit-codes.js";
 import { fields } from "../format.js";
+import { exportHarborTask, isDir } from "../harbor-task.js";
 
 /**
  * `denv export openenv PROJECT@vN DIR`: an OpenEnv environment directory whose client forks
@@ -184,8 +185,60 @@ files hold no URL or token: the client reads the denv configuration.`,
   },
 };
 
+/**
+ * `denv export harbor PROJECT@vN DIR --source FOLDER`: a Harbor task folder that Harbor's own
+ * docker backend runs. The control plane keeps images and digests, not the compose source, so
+ * the task is written from the local project folder the version was deployed from.
+ */
+const harbor: CommandSpec = {
+  name: "export harbor",
+  summary: "write a Harbor task folder from a version and its project folder",
+  args: "PROJECT@vN DIR --source FOLDER",
+  description: `
+Writes DIR (missing or empty) as a Harbor task: environment/ (the agent service's build context with
+its Dockerfile as environment/Dockerfile, or FROM its image), task.toml (FOLDER/task.toml, else one
+with the verifier's timeout and the agent's workdir), instruction.md (FOLDER/instruction.md),
+tests/ (x-denv.verifier.tests, with a test.sh that runs the verifier's command in main unless the
+tests have one) and solution/ when FOLDER has one. The control plane keeps no compose source, so
+FOLDER is the project folder the version was deployed from; the version is checked to exist. One
+service only: a file with more services is refused.`,
+  flags: {
+    source: {
+      type: "string",
+      value: "FOLDER",
+      description: "the project folder the version was deployed from (required)",
+    },
+  },
+  remote: true,
+  async run(ctx) {
+    const [ref = "", dir = ""] = ctx.args(2, 2, "PROJECT@vN and DIR");
+    try {
+      parseVersionRef(ref);
+    } catch (err) {
+      throw ctx.usage((err as Error).message);
+    }
+    const sourceArg = ctx.string("source");
+    if (sourceArg === undefined)
+      throw ctx.usage("--source FOLDER is required: the control plane keeps no compose source");
+    const source = path.resolve(ctx.io.cwd, sourceArg);
+    if (!isDir(source)) throw ctx.usage(`${sourceArg} is not a folder`);
+    const version = await ctx.client().getVersion(ref);
+    const out = path.resolve(ctx.io.cwd, dir);
+    const r = exportHarborTask(source, out, version.id, { source: sourceArg.replace(/\/+$/, ""), out: dir });
+    ctx.print(r, () =>
+      fields([
+        ["directory", r.directory],
+        ["version", r.version],
+        ["main", r.service],
+        ["files", r.files.join(" ")],
+      ]),
+    );
+    return 0;
+  },
+};
+
 export const exportCmd: GroupSpec = {
   name: "export",
   summary: "export a version for another framework",
-  subcommands: [openenv],
+  subcommands: [openenv, harbor],
 };

@@ -8,6 +8,7 @@ import { env } from "./env.js";
 import { exec } from "./exec.js";
 import { exportCmd } from "./export.js";
 import { hosts } from "./hosts.js";
+import { importCmd } from "./import.js";
 import { joinToken } from "./join-token.js";
 import { login } from "./login.js";
 import { logs } from "./logs.js";
@@ -38,6 +39,7 @@ export const COMMANDS: Entry[] = [
   verify,
   sandboxes,
   exportCmd,
+  importCmd,
   targets,
   hosts,
   joinToken,

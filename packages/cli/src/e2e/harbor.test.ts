@@ -1,4 +1,4 @@
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
@@ -38,8 +38,17 @@ interface TrialResult {
   exception_info: unknown;
 }
 
-/** `harbor run` of examples/harbor-hello in the tools image; returns the job's trial results. */
-async function harborRun(job: string, agent: string): Promise<TrialResult[]> {
+/**
+ * `harbor run` of a task (default examples/harbor-hello) in the tools image, on denv (default)
+ * or on Harbor's own docker backend (`env: null`); returns the job's trial results. The jobs
+ * folder is mounted at its host path, so the docker backend's bind mounts name host paths.
+ */
+async function harborRun(
+  job: string,
+  agent: string,
+  o: { task?: string; env?: string | null; mounts?: string[] } = {},
+): Promise<TrialResult[]> {
+  const env = o.env === undefined ? "denv.harbor:DenvEnvironment" : o.env;
   const r = await run(
     "docker",
     [
@@ -52,7 +61,8 @@ async function harborRun(job: string, agent: string): Promise<TrialResult[]> {
       "-v",
       `${path.join(repo, "examples")}:/examples:ro`,
       "-v",
-      `${jobsDir}:/jobs`,
+      `${jobsDir}:${jobsDir}`,
+      ...(o.mounts ?? []).flatMap((m) => ["-v", m]),
       "-e",
       `DENV_URL=${stack.url}`,
       "-e",
@@ -61,20 +71,19 @@ async function harborRun(job: string, agent: string): Promise<TrialResult[]> {
       "harbor",
       "run",
       "--path",
-      "/examples/harbor-hello",
+      o.task ?? "/examples/harbor-hello",
       "--agent",
       agent,
-      "--env",
-      "denv.harbor:DenvEnvironment",
+      ...(env === null ? [] : ["--env", env]),
       "--jobs-dir",
-      "/jobs",
+      jobsDir,
       "--job-name",
       job,
       "-n",
       "1",
     ],
     process.env,
-    { timeoutMs: 300_000 },
+    { timeoutMs: 900_000 },
   );
   expect(r.code, `${r.stdout}\n${r.stderr}`).toBe(0);
   const dir = path.join(jobsDir, job);
@@ -89,8 +98,8 @@ interface Deployment {
   environment: string;
 }
 
-async function deployments(): Promise<Deployment[]> {
-  const res = await fetch(`${stack.url}/v1/projects/${PROJECT}/deployments`, {
+async function deployments(project = PROJECT): Promise<Deployment[]> {
+  const res = await fetch(`${stack.url}/v1/projects/${project}/deployments`, {
     headers: { authorization: `Bearer ${stack.token}` },
   });
   expect(res.status).toBe(200);
@@ -136,3 +145,66 @@ it("the verifier grades the agent's work: the nop agent gets reward 0.0", async 
   const trials = await harborRun("nop-1", "nop");
   expect(trials[0]?.verifier_result?.rewards).toEqual({ reward: 0 });
 }, 300_000);
+
+it("a Harbor task with a seeded Redis service: the oracle gets 1.0 twice, the second trial forks", async () => {
+  const project = "harbor-harbor-shop";
+  const first = await harborRun("shop-1", "oracle", { task: "/examples/harbor-shop" });
+  expect(first[0]?.exception_info ?? null).toBeNull();
+  expect(first[0]?.verifier_result?.rewards).toEqual({ reward: 1 });
+  const afterFirst = await deployments(project);
+  expect(count(afterFirst, "deploy")).toBe(1);
+  const second = await harborRun("shop-2", "oracle", { task: "/examples/harbor-shop" });
+  expect(second[0]?.verifier_result?.rewards).toEqual({ reward: 1 });
+  const afterSecond = await deployments(project);
+  expect(count(afterSecond, "deploy")).toBe(1); // the seeded database is forked, not built again
+  const newest = afterSecond.slice(0, afterSecond.length - afterFirst.length).map((d) => d.kind);
+  expect([...newest].reverse()).toEqual(["fork", "snapshot", "fork", "destroy", "destroy"]);
+}, 1_200_000);
+
+it("denv import harbor: the imported harbor-hello deploys and denv verify grades 1.0 and 0.0", async () => {
+  const out = path.join(jobsDir, "hello-denv");
+  const imported = await stack.denv([
+    "import",
+    "harbor",
+    path.join(repo, "examples/harbor-hello"),
+    "--out",
+    out,
+    "--project",
+    "imported-hello",
+  ]);
+  expect(imported.code, imported.stderr).toBe(0);
+  expect((await stack.denv(["projects", "create", "imported-hello"])).code).toBe(0);
+  const deployed = await stack.denv(["deploy", out, "--project", "imported-hello", "--env", "alpha"], {
+    timeoutMs: 600_000,
+  });
+  expect(deployed.code, `${deployed.stdout}\n${deployed.stderr}`).toBe(0);
+  for (const name of ["solved", "untouched"]) {
+    expect((await stack.denv(["env", "fork", "imported-hello/alpha", "--name", name])).code).toBe(0);
+  }
+  const solve = readFileSync(path.join(out, "solution/solve.sh"));
+  const ran = await stack.denv(["exec", "-i", "imported-hello/solved", "--", "bash", "-s"], { input: solve });
+  expect(ran.code, ran.stderr).toBe(0);
+  const solved = await stack.json<{ status: string; reward: number }>(["verify", "imported-hello/solved"]);
+  expect(solved).toMatchObject({ status: "graded", reward: 1 });
+  const untouched = await stack.json<{ status: string; reward: number }>([
+    "verify",
+    "imported-hello/untouched",
+  ]);
+  expect(untouched).toMatchObject({ status: "graded", reward: 0 });
+
+  // denv export harbor: the version back as a Harbor task that Harbor's own docker backend runs.
+  const task = path.join(jobsDir, "hello-task");
+  const exported = await stack.denv(["export", "harbor", "imported-hello@v1", task, "--source", out]);
+  expect(exported.code, exported.stderr).toBe(0);
+  // Harbor's docker backend enforces network_mode = "no-network" only with its egress-control
+  // sidecar, which needs kernel support this test machine lacks: run the exported task as public.
+  const toml = path.join(task, "task.toml");
+  writeFileSync(
+    toml,
+    readFileSync(toml, "utf8").replace('network_mode = "no-network"', 'network_mode = "public"'),
+  );
+  const trials = await harborRun("exported-1", "oracle", { task, env: null });
+  expect(trials[0]?.exception_info ?? null).toBeNull();
+  expect(trials[0]?.verifier_result?.rewards).toEqual({ reward: 1 });
+  for (const name of ["solved", "untouched"]) await stack.denv(["env", "destroy", `imported-hello/${name}`]);
+}, 1_200_000);

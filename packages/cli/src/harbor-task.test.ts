@@ -1,0 +1,187 @@
+import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import { HarborTaskMessages } from "@denv/spec";
+import { afterAll, describe, expect, it } from "vitest";
+import YAML from "yaml";
+import { dockerfileWorkdir, exportHarborTask, importHarborTask, parseToml } from "./harbor-task.js";
+import { removeTempDirs, repo, tempDir } from "./testing/harness.js";
+
+/** `denv import harbor` / `denv export harbor` mapping, on temp folders (no control plane). */
+
+afterAll(() => removeTempDirs());
+
+const hello = path.join(repo, "examples/harbor-hello");
+const shop = path.join(repo, "examples/harbor-shop");
+
+function copyTask(from: string): string {
+  const dir = path.join(tempDir("harbor-task"), "task");
+  cpSync(from, dir, { recursive: true });
+  return dir;
+}
+
+const compose = (dir: string) => YAML.parse(readFileSync(path.join(dir, "compose.yaml"), "utf8"));
+
+describe("import harbor", () => {
+  it("maps a Dockerfile task: main as uid 1000 in the Dockerfile's WORKDIR, the verifier runs test.sh", () => {
+    const out = path.join(tempDir("harbor-out"), "hello-denv");
+    const r = importHarborTask(hello, out, "hello");
+    expect(r).toMatchObject({ project: "hello", workdir: "/app", services: ["main"] });
+    const c = compose(out);
+    expect(c.name).toBe("hello");
+    expect(c.services.main).toMatchObject({
+      build: { context: "./environment", dockerfile: "Dockerfile.denv" },
+      working_dir: "/app",
+    });
+    expect(c["x-denv"].agent).toEqual({ service: "main", user: "1000", workdir: "/app" });
+    expect(c["x-denv"].verifier).toMatchObject({
+      build: {
+        context: "./environment",
+        dockerfile: "Dockerfile.denv",
+        args: { DENV_WORKDIR_OWNER: "1001" },
+      },
+      user: "1001",
+      timeout: 120,
+      tests: "./tests",
+      submission: ["/app"],
+    });
+    expect(c["x-denv"].verifier.command.at(-1)).toContain("exec bash /tests/test.sh");
+    const df = readFileSync(path.join(out, "environment/Dockerfile.denv"), "utf8");
+    expect(df.startsWith("FROM debian:bookworm-slim\nWORKDIR /app\n")).toBe(true);
+    expect(df).toContain("ARG DENV_WORKDIR_OWNER=1000");
+    for (const f of ["instruction.md", "task.toml", "tests/test.sh", "solution/solve.sh"]) {
+      expect(existsSync(path.join(out, f)), f).toBe(true);
+    }
+  });
+
+  it("maps a compose task: the other services stay, main gets Dockerfile.denv, task.toml's workdir wins", () => {
+    const out = path.join(tempDir("harbor-out"), "shop-denv");
+    const r = importHarborTask(shop, out, "shop");
+    expect(r.services).toEqual(["main", "db"]);
+    const c = compose(out);
+    expect(c.services.db.build).toEqual({ context: "./environment/db" });
+    expect(c.services.main.build).toEqual({ context: "./environment", dockerfile: "Dockerfile.denv" });
+    expect(c.services.main.depends_on).toEqual({ db: { condition: "service_healthy" } });
+    expect(c.volumes).toEqual({ shopdata: {} });
+    expect(c["x-denv"].agent.workdir).toBe("/app");
+  });
+
+  it("refuses what it cannot map, in one line naming the file and the key", () => {
+    const cases: [string, (dir: string) => void, string][] = [
+      [
+        "separate verifier",
+        (d) => writeFileSync(path.join(d, "task.toml"), '[verifier]\nenvironment_mode = "separate"\n'),
+        HarborTaskMessages.unsupported(
+          "T/task.toml",
+          "verifier.environment_mode",
+          `'separate' (denv's verifier always runs in its own container on a fork; use "shared")`,
+        ),
+      ],
+      [
+        "gpus",
+        (d) => writeFileSync(path.join(d, "task.toml"), "[environment]\ngpus = 1\n"),
+        "T/task.toml: 'environment.gpus' cannot be mapped: denv does not offer GPUs",
+      ],
+      [
+        "root agent",
+        (d) => writeFileSync(path.join(d, "task.toml"), '[agent]\nuser = "root"\n'),
+        "T/task.toml: 'agent.user' cannot be mapped: root (the agent is never root on an rl-environment, protection 1)",
+      ],
+      [
+        "no tests",
+        (d) => rmSync(path.join(d, "tests"), { recursive: true }),
+        "T/tests/test.sh: missing; a Harbor task needs it",
+      ],
+      [
+        "no environment",
+        (d) => rmSync(path.join(d, "environment"), { recursive: true }),
+        "T/environment: no Dockerfile, no docker-compose.yaml and no [environment] docker_image in task.toml",
+      ],
+      [
+        "compose without main",
+        (d) =>
+          writeFileSync(path.join(d, "environment/docker-compose.yaml"), "services:\n  app: {image: x}\n"),
+        "T/environment/docker-compose.yaml: 'services.main' cannot be mapped: missing; Harbor's agent service is 'main'",
+      ],
+    ];
+    for (const [name, mutate, message] of cases) {
+      const dir = copyTask(hello);
+      mutate(dir);
+      const out = path.join(tempDir("harbor-out"), "o");
+      expect(() => importHarborTask(dir, out, "p", { dir: "T", out: "O" }), name).toThrow(message);
+    }
+  });
+
+  it("refuses a non-empty OUT", () => {
+    const out = tempDir("harbor-out");
+    writeFileSync(path.join(out, "x"), "");
+    expect(() => importHarborTask(hello, out, "p", { dir: "T", out: "O" })).toThrow(
+      HarborTaskMessages.notEmpty("O"),
+    );
+  });
+
+  it("reads task.toml and Dockerfile WORKDIRs", () => {
+    expect(parseToml('a = 1\n[environment]\nworkdir = "/w" # c\ntags = ["x", "y"]\n', "f")).toEqual({
+      "": { a: 1 },
+      environment: { workdir: "/w", tags: ["x", "y"] },
+    });
+    expect(dockerfileWorkdir("FROM x\nWORKDIR /a\nworkdir /b\n")).toBe("/b");
+    expect(dockerfileWorkdir("FROM x\nWORKDIR $HOME\n")).toBeUndefined();
+  });
+});
+
+describe("export harbor", () => {
+  it("writes a Harbor task from an imported project: its test.sh, task.toml and the Dockerfile", () => {
+    const src = path.join(tempDir("harbor-out"), "hello-denv");
+    importHarborTask(hello, src, "hello");
+    const out = path.join(tempDir("harbor-out"), "task");
+    const r = exportHarborTask(src, out, "hello@v1");
+    expect(r).toMatchObject({ version: "hello@v1", service: "main" });
+    expect(r.files).toEqual(["environment", "instruction.md", "solution", "task.toml", "tests"]);
+    expect(readFileSync(path.join(out, "tests/test.sh"), "utf8")).toBe(
+      readFileSync(path.join(hello, "tests/test.sh"), "utf8"),
+    );
+    expect(readFileSync(path.join(out, "environment/Dockerfile"), "utf8")).toContain("WORKDIR /app");
+    expect(readFileSync(path.join(out, "task.toml"), "utf8")).toBe(
+      readFileSync(path.join(hello, "task.toml"), "utf8"),
+    );
+  });
+
+  it("writes test.sh and task.toml for a project with its own verifier", () => {
+    const src = tempDir("harbor-src");
+    writeFileSync(
+      path.join(src, "compose.yaml"),
+      "services:\n  app: {image: 'python:3.12-slim', working_dir: /work}\nx-denv:\n  verifier: {image: v, command: [python3, /tests/t.py], tests: ./tests, submission: /work/out, timeout: 60}\n",
+    );
+    writeFileSync(path.join(src, "instruction.md"), "do it\n");
+    mkdirSync(path.join(src, "tests"));
+    writeFileSync(path.join(src, "tests/t.py"), "print(1)\n");
+    const out = path.join(tempDir("harbor-out"), "task");
+    exportHarborTask(src, out, "p@v2");
+    const test = readFileSync(path.join(out, "tests/test.sh"), "utf8");
+    expect(test).toContain("ln -sfn '/work/out' '/submission/work/out'");
+    expect(test).toContain("'python3' '/tests/t.py'");
+    expect(existsSync(path.join(out, "tests/t.py"))).toBe(true);
+    expect(readFileSync(path.join(out, "environment/Dockerfile"), "utf8")).toBe(
+      "FROM python:3.12-slim\nWORKDIR /work\n",
+    );
+    const toml = readFileSync(path.join(out, "task.toml"), "utf8");
+    expect(toml).toContain('workdir = "/work"');
+    expect(toml).toContain("timeout_sec = 60.0");
+  });
+
+  it("refuses what a one-service Dockerfile task cannot hold", () => {
+    const src = tempDir("harbor-src");
+    writeFileSync(path.join(src, "instruction.md"), "x\n");
+    writeFileSync(
+      path.join(src, "compose.yaml"),
+      "services:\n  main: {image: a}\n  db: {image: b}\nx-denv: {verifier: {image: v, command: [x]}}\n",
+    );
+    expect(() => exportHarborTask(src, path.join(src, "o"), "p@v1", { source: "S", out: "O" })).toThrow(
+      "S/compose.yaml: 'services' cannot be mapped: 2 services (main, db); export harbor writes one Dockerfile task",
+    );
+    writeFileSync(path.join(src, "compose.yaml"), "services:\n  main: {image: a}\n");
+    expect(() => exportHarborTask(src, path.join(src, "o"), "p@v1", { source: "S", out: "O" })).toThrow(
+      "S/compose.yaml: 'x-denv.verifier' cannot be mapped: missing; Harbor grades with tests/test.sh",
+    );
+  });
+});
