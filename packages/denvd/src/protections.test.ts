@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { packEntries } from "./files/tar-pack.js";
 import { rejectToHost, removeRejectRule } from "./host/firewall.js";
 import { run } from "./host/run.js";
+import { probeEgress } from "./probe.js";
 import type { Runtime } from "./runtime.js";
 import { leftovers, openTestRuntime, writeProject } from "./testing/harness.js";
 
@@ -150,9 +151,8 @@ describe("the five protections", () => {
       }
     });
 
-    it("finds a network that is not internal", async () => {
+    it("finds a container attached to a network outside the environment", async () => {
       const info = await rt.environment(env);
-      const rec = await rt.requireEnvironment(env);
       const net = await rt.docker.api.createNetwork({
         Name: `${info.network.name}-leak`,
         Labels: { "ai.denv.managed": "true", "ai.denv.host": rt.options.hostId, "ai.denv.role": "probe" },
@@ -168,10 +168,30 @@ describe("the five protections", () => {
         await net.disconnect({ Container: main, Force: true });
         await net.remove();
       }
-      // The environment's own network made non-internal (as a hand-edited host could) is found too.
-      expect(EgressFindings.notInternal(rec.network.name)).toBe(
-        `network '${rec.network.name}' is not internal`,
-      );
+    });
+
+    it("finds an environment network that is not internal", async () => {
+      // Docker cannot flip `internal` on a live network, so the probe is pointed at a record whose
+      // network is an ordinary bridge (as a hand-edited host or an old denvd could leave it).
+      const rec = await rt.requireEnvironment(env);
+      const name = `${rec.network.name}-open`;
+      const net = await rt.docker.api.createNetwork({
+        Name: name,
+        Labels: { "ai.denv.managed": "true", "ai.denv.host": rt.options.hostId, "ai.denv.role": "probe" },
+        IPAM: { Config: [{ Subnet: "10.214.251.0/24" }] },
+      });
+      try {
+        const probe = await probeEgress(rt.docker, rt.canary, {
+          ...rec,
+          network: { ...rec.network, id: net.id, name },
+        });
+        expect(probe.ok).toBe(false);
+        expect(probe.network.internal).toBe(false);
+        expect(probe.findings).toContain(EgressFindings.notInternal(name));
+        expect(probe.findings).toContain(`network '${name}' is not internal`);
+      } finally {
+        await net.remove();
+      }
     });
 
     it("does not start an environment whose probe finds a way out, and leaves nothing behind", async () => {
