@@ -10,7 +10,7 @@ import type { Stack } from "../../../packages/cli/dist/e2e/stack.js";
 import { sweep, teardownHost, teardownRuntime } from "../../runtime/dist/cleanup.js";
 import { log, run } from "../../runtime/dist/host.js";
 import { newTempDir, smallStack } from "../../runtime/dist/stacks.js";
-import { type Row, ratioOf, round, table, verdict } from "../../runtime/dist/stats.js";
+import { printFooter, type Row, ratioOf, round, table, verdict } from "../../runtime/dist/stats.js";
 import { bareNodeRss } from "./cp-process.js";
 import { type BenchStack, ENV, startBenchStack } from "./denv-stack.js";
 import { type ExecResult, execBench } from "./exec-bench.js";
@@ -330,17 +330,7 @@ async function main(): Promise<number> {
   console.log("");
   console.log(table(rows));
   console.log("");
-  console.log(`targets are reported, not asserted. result: ${file}`);
-  const busy = new Set([...concurrent.atStart, ...concurrent.atEnd]);
-  if (busy.size > 0) {
-    console.log(
-      `WARNING: ${busy.size} containers of others ran on this engine during the run; numbers may be noisy`,
-    );
-  }
-  if (problems.length > 0) console.log(`cleanup problems:\n  ${problems.join("\n  ")}`);
-  else console.log("cleanup: nothing left behind");
-  if (failure) console.log(`FAILED: ${failure.message}`);
-  return failure ? 1 : 0;
+  return printFooter({ file, concurrent, problems, failure });
 }
 
 /** Removes a temporary tree; a mount left inside it (a denvd store) is unmounted first. */

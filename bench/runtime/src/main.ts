@@ -20,7 +20,7 @@ import {
   stopWriter,
 } from "./snapshot-bench.js";
 import { newTempDir, quickstartWithBulk, smallStack } from "./stacks.js";
-import { type Row, ratioOf, round, table, verdict } from "./stats.js";
+import { printFooter, type Row, ratioOf, round, table, verdict } from "./stats.js";
 
 const USAGE = `usage: node bench/runtime/run.mjs [--smoke] [--runs N] [--exec-iterations N]
                                   [--only snapshot,fork,exec,memory]
@@ -309,17 +309,7 @@ async function main(): Promise<number> {
   console.log("");
   console.log(table(rows));
   console.log("");
-  console.log(`targets are reported, not asserted. result: ${file}`);
-  const busy = new Set([...concurrent.atStart, ...concurrent.atEnd]);
-  if (busy.size > 0) {
-    console.log(
-      `WARNING: ${busy.size} containers of others ran on this engine during the run; numbers may be noisy`,
-    );
-  }
-  if (problems.length > 0) console.log(`cleanup problems:\n  ${problems.join("\n  ")}`);
-  else console.log("cleanup: nothing left behind");
-  if (failure) console.log(`FAILED: ${failure.message}`);
-  return failure ? 1 : 0;
+  return printFooter({ file, concurrent, problems, failure });
 }
 
 function summaryRows(

@@ -78,3 +78,23 @@ export function table(rows: Row[]): string {
     ...(notes.length ? ["", "notes:", ...notes] : []),
   ].join("\n");
 }
+
+/** The closing lines both benchmarks print: where the JSON went, noise, cleanup, failure. */
+export function printFooter(o: {
+  file: string;
+  concurrent: { atStart: string[]; atEnd: string[] };
+  problems: string[];
+  failure: Error | undefined;
+}): number {
+  console.log(`targets are reported, not asserted. result: ${o.file}`);
+  const busy = new Set([...o.concurrent.atStart, ...o.concurrent.atEnd]);
+  if (busy.size > 0) {
+    console.log(
+      `WARNING: ${busy.size} containers of others ran on this engine during the run; numbers may be noisy`,
+    );
+  }
+  if (o.problems.length > 0) console.log(`cleanup problems:\n  ${o.problems.join("\n  ")}`);
+  else console.log("cleanup: nothing left behind");
+  if (o.failure) console.log(`FAILED: ${o.failure.message}`);
+  return o.failure ? 1 : 0;
+}
