@@ -91,7 +91,9 @@ export function containerSpec(input: SpecInput): Docker.ContainerCreateOptions {
       PidsLimit: svc.resources.pids,
       CapDrop: rl ? (isAgent ? ["ALL"] : [...new Set([...SERVICE_CAP_DROP, ...svc.capDrop])]) : svc.capDrop,
       CapAdd: rl && isAgent ? AGENT_CAPS : [],
-      SecurityOpt: ["no-new-privileges:true"],
+      // Kind service asks for it in the file (security_opt): there, root must keep its
+      // capabilities in `exec --user root` when the service runs as a non-root user.
+      SecurityOpt: rl || svc.noNewPrivileges ? ["no-new-privileges:true"] : [],
       RestartPolicy: {
         Name: svc.restart && svc.restart !== "no" ? svc.restart : "",
         ...(svc.restartMaxRetries !== undefined ? { MaximumRetryCount: svc.restartMaxRetries } : {}),

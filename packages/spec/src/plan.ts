@@ -87,6 +87,8 @@ export const ServicePlan = z.object({
   /** Maximum restarts for `on-failure:N`. */
   restartMaxRetries: z.number().int().nonnegative().optional(),
   capDrop: z.array(z.string()),
+  /** `security_opt: [no-new-privileges:true]`; every service of an rl-environment gets it anyway. */
+  noNewPrivileges: z.boolean().optional(),
   /** `none` isolates the service from every network. */
   networkMode: z.literal("none").optional(),
   /** Aliases on the environment network (service name is always one). */

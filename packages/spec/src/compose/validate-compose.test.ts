@@ -295,11 +295,7 @@ describe("refused files", () => {
     },
     {
       name: "security_opt other values",
-      ...one(
-        "security_opt",
-        R.securityOptOther("no-new-privileges:true"),
-        "    security_opt: ['no-new-privileges:true']\n",
-      ),
+      ...one("security_opt", R.securityOptOther("label:type:x"), "    security_opt: ['label:type:x']\n"),
     },
     { name: "sysctls", ...one("sysctls", R.sysctls, "    sysctls: {net.ipv4.ip_forward: 1}\n") },
     { name: "extra_hosts", ...one("extra_hosts", R.extraHosts, "    extra_hosts: ['a:1.2.3.4']\n") },
@@ -856,6 +852,13 @@ describe("x-denv", () => {
       "'x-denv.agent.user' is refused: the agent is never root on an rl-environment (protection 1); give a non-root user",
     ]);
     expect(accept(`${base}x-denv: {kind: service, agent: {user: "0"}}\n`).agent.user).toBe("0");
+  });
+
+  it("accepts security_opt no-new-privileges:true, the one option denv sets itself", () => {
+    const yaml = "services:\n  main:\n    image: a\n    security_opt: ['no-new-privileges:true']\n";
+    expect(service(accept(yaml), "main").noNewPrivileges).toBe(true);
+    expect(service(accept(`${yaml}x-denv: {kind: service}\n`), "main").noNewPrivileges).toBe(true);
+    expect(service(accept("services:\n  main:\n    image: a\n"), "main").noNewPrivileges).toBeUndefined();
   });
 
   it("refuses an agent service that is not defined", () => {

@@ -328,6 +328,10 @@ export function validateService(
         }
         for (const option of options) {
           const normalized = option.toLowerCase().replace("=", ":");
+          if (normalized === "no-new-privileges:true" || normalized === "no-new-privileges") {
+            plan.noNewPrivileges = true;
+            continue;
+          }
           refuse(
             key,
             DISABLING_SECURITY_OPTS.has(normalized)
