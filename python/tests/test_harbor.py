@@ -13,7 +13,7 @@ import yaml
 from conftest import REPO
 from denv.harbor import project_name, task_source
 from denv.harbor._files import extract_contents, tar_dir
-from denv.harbor._task import dockerfile_workdir, is_root, prepare_script
+from denv.harbor._task import artifact_parents, dockerfile_workdir, is_root, prepare_script
 
 HELLO = REPO / "examples" / "harbor-hello"
 
@@ -49,6 +49,26 @@ def test_prepare_script_gives_tests_and_verifier_logs_to_the_verifier_only() -> 
     assert "chown 1001:1001 /logs/verifier /tests" in script
     assert "chown -R 1000:1000 /app /logs/agent /logs/artifacts /solution" in script
     assert "chmod 755 /logs /logs/verifier /tests" in script
+
+
+def test_prepare_script_creates_more_agent_folders_when_asked() -> None:
+    script = prepare_script("/workspace", ("/app", "/srv/out dir"))
+    assert "mkdir -p /workspace /app '/srv/out dir' /logs/agent" in script
+    assert "chown -R 1000:1000 /workspace /app '/srv/out dir' /logs/agent" in script
+
+
+def test_artifact_parents_reads_the_task_toml_above_the_tests(tmp_path: Path) -> None:
+    (tmp_path / "tests").mkdir()
+    assert artifact_parents(tmp_path / "tests") == ()  # no task.toml
+    (tmp_path / "task.toml").write_text(
+        'artifacts = ["/app/hello.txt", "relative/x", {source = "/srv/out/", service = "db"}]\n'
+        "[[steps]]\nname = 's1'\nartifacts = ['/app/b.txt', '/top']\n"
+    )
+    assert artifact_parents(tmp_path / "tests") == ("/app", "/srv")
+    (tmp_path / "steps" / "s1" / "tests").mkdir(parents=True)
+    assert artifact_parents(tmp_path / "steps" / "s1" / "tests") == ("/app", "/srv")
+    (tmp_path / "task.toml").write_text("artifacts = [\n")  # not TOML: nothing to create
+    assert artifact_parents(tmp_path / "tests") == ()
 
 
 def test_image_only_and_compose_tasks(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
@@ -33,6 +33,8 @@ afterAll(async () => {
 }, 180_000);
 
 interface TrialResult {
+  /** The trial's folder on the host (added here, not Harbor's). */
+  dir: string;
   trial_name: string;
   verifier_result: { rewards: Record<string, number> } | null;
   exception_info: unknown;
@@ -89,7 +91,10 @@ async function harborRun(
   const dir = path.join(jobsDir, job);
   return readdirSync(dir, { withFileTypes: true })
     .filter((d) => d.isDirectory())
-    .map((d) => JSON.parse(readFileSync(path.join(dir, d.name, "result.json"), "utf8")) as TrialResult);
+    .map((d) => ({
+      ...(JSON.parse(readFileSync(path.join(dir, d.name, "result.json"), "utf8")) as TrialResult),
+      dir: path.join(dir, d.name),
+    }));
 }
 
 interface Deployment {
@@ -145,6 +150,54 @@ it("the verifier grades the agent's work: the nop agent gets reward 0.0", async 
   const trials = await harborRun("nop-1", "nop");
   expect(trials[0]?.verifier_result?.rewards).toEqual({ reward: 0 });
 }, 300_000);
+
+it("separate mode: the verifier's environment is a fresh fork where every command runs as the verifier uid", async () => {
+  // examples/harbor-hello with `environment_mode = "separate"`: the verifier gets a second
+  // environment and, as Harbor specifies, sees the agent's work only as declared artifacts.
+  const task = path.join(jobsDir, "hello-separate");
+  cpSync(path.join(repo, "examples/harbor-hello"), task, { recursive: true });
+  const toml = path.join(task, "task.toml");
+  writeFileSync(
+    toml,
+    readFileSync(toml, "utf8")
+      .replace('schema_version = "1.4"\n', 'schema_version = "1.4"\nartifacts = ["/app/hello.txt"]\n')
+      .replace("[verifier]\n", '[verifier]\nenvironment_mode = "separate"\n'),
+  );
+  const testSh = path.join(task, "tests/test.sh");
+  writeFileSync(testSh, `${readFileSync(testSh, "utf8")}id -u > /logs/verifier/uid.txt\n`);
+  const project = "harbor-hello-separate";
+
+  const solved = await harborRun("separate-oracle", "oracle", { task });
+  expect(solved[0]?.exception_info ?? null).toBeNull();
+  expect(solved[0]?.verifier_result?.rewards).toEqual({ reward: 1 });
+  expect(readFileSync(path.join(solved[0]?.dir ?? "", "verifier/uid.txt"), "utf8").trim()).toBe("1001");
+  // Newest first. Harbor stops the agent's environment before it starts the verifier's: one
+  // deploy, the trial's fork destroyed, then the verifier's fork of the same version, no build.
+  const kinds = (await deployments(project)).map((d) => d.kind).reverse();
+  expect(kinds).toEqual(["deploy", "fork", "destroy", "fork", "destroy"]);
+
+  // The nop agent writes nothing: the verifier's fresh fork has no /app/hello.txt.
+  const untouched = await harborRun("separate-nop", "nop", { task });
+  expect(untouched[0]?.verifier_result?.rewards).toEqual({ reward: 0 });
+  expect(count(await deployments(project), "deploy")).toBe(1);
+
+  // A verifier image of its own (tests/Dockerfile, tests baked in): a project of its own,
+  // deployed once; /app does not exist in it until its build creates it for the artifact.
+  const own = path.join(jobsDir, "hello-verifier-image");
+  cpSync(task, own, { recursive: true });
+  writeFileSync(
+    path.join(own, "tests/Dockerfile"),
+    "FROM debian:bookworm-slim\nCOPY test.sh /tests/test.sh\nRUN chmod 755 /tests/test.sh\n",
+  );
+  const graded = await harborRun("verifier-image-oracle", "oracle", { task: own });
+  expect(graded[0]?.exception_info ?? null).toBeNull();
+  expect(graded[0]?.verifier_result?.rewards).toEqual({ reward: 1 });
+  expect(readFileSync(path.join(graded[0]?.dir ?? "", "verifier/uid.txt"), "utf8").trim()).toBe("1001");
+  const verifierKinds = (await deployments("harbor-hello-verifier-image-verifier"))
+    .map((d) => d.kind)
+    .reverse();
+  expect(verifierKinds).toEqual(["deploy", "fork", "destroy"]);
+}, 900_000);
 
 it("a Harbor task with a seeded Redis service: the oracle gets 1.0 twice, the second trial forks", async () => {
   const project = "harbor-harbor-shop";

@@ -2,10 +2,18 @@
 
 One denv project per task (``harbor-<task>``), deployed once per content of the task's
 ``environment/`` folder (and again only when it changes, or with ``--force-build``); one
-sandbox (a fork of the project's version) per trial. Harbor's shared-mode verifier step
-(tests uploaded to ``/tests`` after the agent, then ``tests/test.sh``) is carried out on a
-second sandbox forked from a snapshot of the trial's sandbox, as the verifier uid: the
-agent's sandbox never receives ``/tests``.
+sandbox (a fork of the project's version) per trial. The verifier never runs in the agent's
+sandbox and never as the agent:
+
+- ``shared`` mode: Harbor's verifier step (tests uploaded to ``/tests`` after the agent, then
+  ``tests/test.sh``) is carried out on a second sandbox forked from a snapshot of the trial's
+  sandbox, as the verifier uid: the agent's sandbox never receives ``/tests``.
+- ``separate`` mode: Harbor stops the agent's environment and starts a second one for the
+  verifier (its session id ends in ``__verifier__<key>``). On denv that environment is a fresh
+  fork of the task's deployed version (or, when the tests folder brings its own Dockerfile, of
+  that image's own project ``<project>-verifier``), in which every command runs as the verifier
+  uid. As Harbor specifies, it receives the agent's work only as the task's declared
+  artifacts, which are written as the agent user (they are the agent's files).
 """
 
 from __future__ import annotations
@@ -33,8 +41,10 @@ from ._deploy import ensure_deployed
 from ._files import extract_contents, tar_dir
 from ._task import (
     TESTS_DIR,
+    VERIFIER_LOGS,
     VERIFIER_UID,
     TaskSource,
+    artifact_parents,
     is_root,
     project_name,
     task_source,
@@ -42,6 +52,12 @@ from ._task import (
 
 _log = logging.getLogger("denv.harbor")
 _MAIN = "main"
+#: How Harbor names the session of a separate verifier environment (``Trial.
+#: _separate_verifier_session_id``: ``<trial>__verifier__<key>``).
+_VERIFIER_SESSION_MARK = "__verifier__"
+#: Where only the verifier writes; other uploads to a separate verifier's sandbox are the
+#: agent's artifacts.
+_VERIFIER_PATHS = (TESTS_DIR, VERIFIER_LOGS)
 
 
 class DenvEnvironment(BaseEnvironment):  # type: ignore[misc]
@@ -64,6 +80,7 @@ class DenvEnvironment(BaseEnvironment):  # type: ignore[misc]
         self._snapshot_version: str | None = None
         self._source: TaskSource | None = None
         super().__init__(*args, **kwargs)
+        self._separate_verifier = _VERIFIER_SESSION_MARK in str(self.session_id)
 
     # ------------------------------------------------------------------ Harbor's contract
 
@@ -78,11 +95,22 @@ class DenvEnvironment(BaseEnvironment):  # type: ignore[misc]
         return EnvironmentCapabilities(docker_compose=True, disable_internet=True)
 
     def _validate_definition(self) -> None:
+        # Runs inside BaseEnvironment.__init__, before __init__ above sets the role.
+        if _VERIFIER_SESSION_MARK in str(getattr(self, "session_id", "")) and not getattr(
+            self, "_enable_environment_dir_upload", True
+        ):
+            # A verifier image of its own (tests/Dockerfile): a project of its own.
+            base = self._project_opt or project_name(self.environment_name)
+            self._project_opt = f"{base}-verifier"
+            agent_dirs = artifact_parents(Path(self.environment_dir))
+        else:
+            agent_dirs = ()
         self._source = task_source(
             Path(self.environment_dir),
             self.project,
             docker_image=self.task_env_config.docker_image,
             workdir=self.task_env_config.workdir,
+            agent_dirs=agent_dirs,
         )
         if self.network_policy.network_mode == NetworkMode.PUBLIC:
             self.logger.warning(
@@ -103,8 +131,19 @@ class DenvEnvironment(BaseEnvironment):  # type: ignore[misc]
 
     @property
     def verifier_sandbox(self) -> Environment | None:
-        """The verifier's sandbox (a fork made when the tests are uploaded)."""
+        """The verifier's sandbox.
+
+        In shared mode a fork made when the tests are uploaded; in separate mode this
+        environment's own sandbox.
+        """
+        if self._separate_verifier:
+            return self._sandbox
         return self._verifier
+
+    @property
+    def is_separate_verifier(self) -> bool:
+        """Whether Harbor made this environment for a separate-mode verifier."""
+        return self._separate_verifier
 
     async def start(self, force_build: bool) -> None:
         """Deploys the task's environment when its content changed, then forks a sandbox."""
@@ -118,7 +157,8 @@ class DenvEnvironment(BaseEnvironment):  # type: ignore[misc]
         self._sandbox = await self._client.create_sandbox(
             self.project, version=version, ttl_sec=self._ttl_sec
         )
-        self.logger.info("denv: trial sandbox %s (fork of %s)", self._sandbox.id, version)
+        role = "verifier" if self._separate_verifier else "trial"
+        self.logger.info("denv: %s sandbox %s (fork of %s)", role, self._sandbox.id, version)
         await self._upload_environment_dir_after_start()
 
     async def stop(self, delete: bool) -> None:
@@ -162,7 +202,7 @@ class DenvEnvironment(BaseEnvironment):  # type: ignore[misc]
 
     def _user(self, user: str | int | None) -> str | None:
         resolved = self._resolve_user(user)
-        if self._verifier is not None:
+        if self._verifier is not None or self._separate_verifier:
             # Every command of the verifier step runs as the verifier principal.
             return self._verifier_user
         if resolved is None or is_root(resolved):
@@ -247,7 +287,7 @@ class DenvEnvironment(BaseEnvironment):  # type: ignore[misc]
         data = await asyncio.to_thread(path.read_bytes)
         mode = (await asyncio.to_thread(path.stat)).st_mode & 0o777
         await client.write_file(
-            target.id, target_path, data, mode=mode, service=_MAIN, user=self._user(None)
+            target.id, target_path, data, mode=mode, service=_MAIN, user=self._writer(target_path)
         )
 
     async def upload_dir(self, source_dir: Path | str, target_dir: str) -> None:
@@ -256,11 +296,23 @@ class DenvEnvironment(BaseEnvironment):  # type: ignore[misc]
         An upload to ``/tests`` while no verifier sandbox exists is Harbor's verifier step:
         the trial's sandbox is snapshotted and forked first, and the tests go to the fork.
         """
-        if self._verifier is None and _under(target_dir, TESTS_DIR):
+        if self._verifier is None and not self._separate_verifier and _under(target_dir, TESTS_DIR):
             await self._begin_verifier()
         client, target, _ = self._target()
         archive = await asyncio.to_thread(tar_dir, Path(source_dir))
-        await client.put_files(target.id, target_dir, archive, service=_MAIN, user=self._user(None))
+        await client.put_files(
+            target.id, target_dir, archive, service=_MAIN, user=self._writer(target_dir)
+        )
+
+    def _writer(self, path: str) -> str | None:
+        """Who writes an upload (None: the agent user).
+
+        In a separate verifier's sandbox the agent's artifacts are written as the agent user
+        and the rest as the verifier.
+        """
+        if self._separate_verifier and not any(_under(path, p) for p in _VERIFIER_PATHS):
+            return None
+        return self._user(None)
 
     async def download_file(self, source_path: str, target_path: Path | str) -> None:
         """Reads a file of ``main`` into a local file."""
@@ -293,10 +345,15 @@ class DenvEnvironment(BaseEnvironment):  # type: ignore[misc]
         await asyncio.to_thread(extract_contents, archive, Path(target_dir))
 
     async def stop_service(self, service: str) -> None:
-        """Not offered: denv stops and starts whole environments, not one service."""
+        """Not offered: denv stops and starts whole environments, not one service.
+
+        Harbor asks for it in separate mode before it collects sidecar artifacts, so that agent
+        processes cannot touch them; on denv the agent user cannot write into another service
+        anyway, and Harbor goes on after a warning.
+        """
         raise ServiceOperationsUnsupportedError(
-            f"denv cannot stop the single service {service!r} of a sandbox; "
-            "use environment_mode = 'shared' (the verifier already runs on a fork)"
+            f"denv cannot stop the single service {service!r} of a sandbox (the agent user "
+            "cannot write into the other services, whose artifacts are collected as they are)"
         )
 
 

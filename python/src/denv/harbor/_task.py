@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import yaml
 
@@ -89,7 +89,7 @@ def dockerfile_workdir(dockerfile: str) -> str | None:
     return last if last.startswith("/") and "$" not in last else None
 
 
-def prepare_script(workdir: str) -> str:
+def prepare_script(workdir: str, agent_dirs: tuple[str, ...] = ()) -> str:
     """The shell run as root at the end of the image build.
 
     It creates the agent user (uid 1000, ``agent``) and the verifier user (uid 1001,
@@ -99,11 +99,13 @@ def prepare_script(workdir: str) -> str:
 
     Args:
         workdir: The agent's working directory.
+        agent_dirs: More folders to create for the agent user (the parents of a task's
+            artifacts, in a verifier image of its own).
 
     Returns:
         A ``sh`` script.
     """
-    w = shlex.quote(workdir)
+    w = " ".join(shlex.quote(d) for d in (workdir, *agent_dirs))
     users = " ".join(
         f"getent passwd {uid} >/dev/null 2>&1 || "
         f"useradd -m -u {uid} -U -s /bin/sh {name} 2>/dev/null || "
@@ -121,18 +123,19 @@ def prepare_script(workdir: str) -> str:
     )
 
 
-def denv_dockerfile(dockerfile: str, workdir: str) -> str:
+def denv_dockerfile(dockerfile: str, workdir: str, agent_dirs: tuple[str, ...] = ()) -> str:
     """The task's Dockerfile with the preparation step appended.
 
     Args:
         dockerfile: The task's Dockerfile text (or ``FROM <docker_image>``).
         workdir: The agent's working directory.
+        agent_dirs: More folders for the agent user (see :func:`prepare_script`).
 
     Returns:
         The Dockerfile denv builds.
     """
     body = dockerfile.rstrip("\n")
-    script = prepare_script(workdir).replace("\\", "\\\\")
+    script = prepare_script(workdir, agent_dirs).replace("\\", "\\\\")
     return (
         f"{body}\n\n# Added by denv.harbor: users and Harbor's folders for a non-root agent.\n"
         f"USER root\nRUN {script}\nWORKDIR {workdir}\n"
@@ -175,6 +178,7 @@ def task_source(
     *,
     docker_image: str | None = None,
     workdir: str | None = None,
+    agent_dirs: tuple[str, ...] = (),
 ) -> TaskSource:
     """What to deploy for a Harbor task's environment folder.
 
@@ -188,6 +192,7 @@ def task_source(
         name: The project name (also the compose ``name``).
         docker_image: ``[environment] docker_image`` of ``task.toml``.
         workdir: ``[environment] workdir`` of ``task.toml``.
+        agent_dirs: More folders the generated Dockerfile creates for the agent user.
 
     Returns:
         The source.
@@ -210,7 +215,7 @@ def task_source(
     wd = workdir or dockerfile_workdir(dockerfile) or DEFAULT_WORKDIR
     extra = (
         (GENERATED_COMPOSE, compose_for_dockerfile(name, wd).encode("utf-8")),
-        (GENERATED_DOCKERFILE, denv_dockerfile(dockerfile, wd).encode("utf-8")),
+        (GENERATED_DOCKERFILE, denv_dockerfile(dockerfile, wd, agent_dirs).encode("utf-8")),
     )
     return TaskSource(environment_dir, GENERATED_COMPOSE, extra, wd)
 
@@ -228,3 +233,46 @@ def is_root(user: str | int | None) -> bool:
         return False
     text = str(user).split(":")[0]
     return text == "root" or (text.isdigit() and int(text) == 0)
+
+
+def artifact_parents(tests_dir: Path) -> tuple[str, ...]:
+    """The folders a task's artifacts are uploaded into, for a verifier image of its own.
+
+    In ``separate`` mode Harbor re-creates the agent's declared artifacts at their original
+    paths in the verifier's environment. With a verifier image of its own (``tests/Dockerfile``)
+    those folders may not exist there, and on denv nothing runs as root to create them, so the
+    image build creates them for the agent user, who writes the artifacts. The task's
+    ``task.toml`` is found above ``tests_dir`` (``<task>/tests`` or
+    ``<task>/steps/<step>/tests``).
+
+    Args:
+        tests_dir: The folder of the verifier image's Dockerfile.
+
+    Returns:
+        Absolute folders, sorted; empty when no ``task.toml`` or no absolute artifact.
+    """
+    import tomllib  # Python >= 3.11; Harbor itself needs 3.12
+
+    for folder in (tests_dir.parent, *tests_dir.parents):
+        toml = folder / "task.toml"
+        if toml.is_file():
+            break
+    else:
+        return ()
+    try:
+        config = tomllib.loads(toml.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError):
+        return ()
+    entries: list[object] = list(config.get("artifacts") or [])
+    for step in config.get("steps") or []:
+        if isinstance(step, dict):
+            entries.extend(step.get("artifacts") or [])
+    parents: set[str] = set()
+    for entry in entries:
+        source = entry.get("source") if isinstance(entry, dict) else entry
+        if not isinstance(source, str) or not source.startswith("/"):
+            continue
+        parent = PurePosixPath(source).parent
+        if str(parent) != "/" and ".." not in parent.parts:
+            parents.add(str(parent))
+    return tuple(sorted(parents))
