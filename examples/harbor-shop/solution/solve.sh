@@ -1,6 +1,5 @@
 #!/bin/bash
-# The oracle's answer: sum every order's cents per customer from the database.
+# The oracle's answer: sum every order's cents per customer in the database.
 set -euo pipefail
-redis-cli -h db --scan --pattern 'order:*' | while read -r key; do
-  echo "HMGET $key customer cents"
-done | redis-cli -h db | paste - - | awk '{ t[$1] += $2 } END { for (c in t) print c, t[c] }' | sort > /app/revenue.txt
+psql -h db -U shop -d postgres -At -F ' ' \
+  -c "SELECT customer, sum(cents) FROM orders GROUP BY customer ORDER BY customer" > /app/revenue.txt

@@ -1,11 +1,9 @@
 #!/bin/bash
-# Reward 1 when /app/revenue.txt holds every customer's total, computed here from the database.
+# Reward 1 when /app/revenue.txt holds every customer's total. The expected totals are those of
+# the data the database was loaded with (tests/expected.txt), not of what the database holds
+# now: the agent, who can write to the database, cannot make its answer right by changing it.
 mkdir -p /logs/verifier
-expected=$(mktemp)
-for id in $(redis-cli -h db SMEMBERS orders); do
-  echo "HMGET order:$id customer cents"
-done | redis-cli -h db | paste - - | awk '{ t[$1] += $2 } END { for (c in t) print c, t[c] }' | sort > "$expected"
-if [ "$(wc -l < "$expected")" -gt 0 ] && diff -q "$expected" /app/revenue.txt >/dev/null 2>&1; then
+if diff -q /tests/expected.txt /app/revenue.txt >/dev/null 2>&1; then
   echo 1 > /logs/verifier/reward.txt
 else
   echo 0 > /logs/verifier/reward.txt

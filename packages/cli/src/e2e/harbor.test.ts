@@ -199,7 +199,7 @@ it("separate mode: the verifier's environment is a fresh fork where every comman
   expect(verifierKinds).toEqual(["deploy", "fork", "destroy"]);
 }, 900_000);
 
-it("a Harbor task with a seeded Redis service: the oracle gets 1.0 twice, the second trial forks", async () => {
+it("a Harbor task with a loaded PostgreSQL service: the oracle gets 1.0 twice, the second trial forks", async () => {
   const project = "harbor-harbor-shop";
   const first = await harborRun("shop-1", "oracle", { task: "/examples/harbor-shop" });
   expect(first[0]?.exception_info ?? null).toBeNull();
@@ -209,7 +209,7 @@ it("a Harbor task with a seeded Redis service: the oracle gets 1.0 twice, the se
   const second = await harborRun("shop-2", "oracle", { task: "/examples/harbor-shop" });
   expect(second[0]?.verifier_result?.rewards).toEqual({ reward: 1 });
   const afterSecond = await deployments(project);
-  expect(count(afterSecond, "deploy")).toBe(1); // the seeded database is forked, not built again
+  expect(count(afterSecond, "deploy")).toBe(1); // the loaded database is forked, not loaded again
   const newest = afterSecond.slice(0, afterSecond.length - afterFirst.length).map((d) => d.kind);
   expect([...newest].reverse()).toEqual(["fork", "snapshot", "fork", "destroy", "destroy"]);
 }, 1_200_000);
