@@ -1,16 +1,8 @@
 #!/usr/bin/env node
 // Builds the runtime benchmark (and the packages it imports) with `tsc -b bench`, then runs it.
 //   node bench/runtime/run.mjs [--smoke] [--help]
-import { spawnSync } from "node:child_process";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { buildAndRun } from "../build-and-run.mjs";
 
-const here = dirname(fileURLToPath(import.meta.url));
-const root = join(here, "..", "..");
-const tsc = join(root, "node_modules", "typescript", "bin", "tsc");
-const build = spawnSync(process.execPath, [tsc, "-b", join(root, "bench")], { stdio: "inherit" });
-if (build.status !== 0) {
-  console.error("bench: the build failed (npm ci first?)");
-  process.exit(build.status ?? 1);
-}
-await import("./dist/main.js");
+await buildAndRun(import.meta.url, join(dirname(fileURLToPath(import.meta.url)), ".."));

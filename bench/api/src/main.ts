@@ -7,6 +7,7 @@ import { fileURLToPath } from "node:url";
 import { Runtime } from "@denv/denvd";
 import Docker from "dockerode";
 import type { Stack } from "../../../packages/cli/dist/e2e/stack.js";
+import { readArgs } from "../../runtime/dist/args.js";
 import { sweep, teardownHost, teardownRuntime } from "../../runtime/dist/cleanup.js";
 import { log, run } from "../../runtime/dist/host.js";
 import { newTempDir, smallStack } from "../../runtime/dist/stacks.js";
@@ -85,39 +86,29 @@ function parseArgs(argv: string[]): Config {
         rounds: 4,
         isolated: 50,
       };
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i];
-    const value = (): string => {
-      const v = argv[++i];
-      if (v === undefined) throw new Error(`${arg} needs a value\n${USAGE}`);
-      return v;
-    };
-    const count = (v = value()): number => {
-      const n = Number(v);
-      if (!Number.isInteger(n) || n < 1) throw new Error(`${arg} needs positive integers`);
-      return n;
-    };
-    if (arg === "--smoke") continue;
-    if (arg === "--only") {
-      const names = value().split(",");
-      for (const n of names) {
-        if (!(ALL as readonly string[]).includes(n))
-          throw new Error(`--only: unknown benchmark '${n}'\n${USAGE}`);
-      }
-      c.only = new Set(names as Section[]);
-    } else if (arg === "--hosts") c.hosts = value().split(",").map(count);
-    else if (arg === "--exec-pairs") c.execPairs = count();
-    else if (arg === "--fork-runs") c.forkRuns = count();
-    else if (arg === "--requests") c.requests = count();
-    else if (arg === "--healthz") c.healthz = count();
-    else if (arg === "--concurrency") c.concurrency = count();
-    else if (arg === "--workers") c.workers = count();
-    else if (arg === "-h" || arg === "--help") {
-      console.log(USAGE);
-      process.exit(0);
-    } else throw new Error(`unknown argument '${arg}'\n${USAGE}`);
-  }
+  readArgs(argv, USAGE, (arg, r) => {
+    if (arg === "--smoke") return true;
+    if (arg === "--only") c.only = new Set(r.oneOf(ALL, "benchmark"));
+    else if (arg === "--hosts") c.hosts = r.value().split(",").map(positive(arg));
+    else if (arg === "--exec-pairs") c.execPairs = r.count();
+    else if (arg === "--fork-runs") c.forkRuns = r.count();
+    else if (arg === "--requests") c.requests = r.count();
+    else if (arg === "--healthz") c.healthz = r.count();
+    else if (arg === "--concurrency") c.concurrency = r.count();
+    else if (arg === "--workers") c.workers = r.count();
+    else return false;
+    return true;
+  });
   return c;
+}
+
+/** A list element that must be a positive integer. */
+function positive(flag: string): (v: string) => number {
+  return (v) => {
+    const n = Number(v);
+    if (!Number.isInteger(n) || n < 1) throw new Error(`${flag} needs positive integers`);
+    return n;
+  };
 }
 
 const GiB = 1024 ** 3;

@@ -6,6 +6,7 @@ import { performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
 import { Runtime } from "@denv/denvd";
 import Docker from "dockerode";
+import { readArgs } from "./args.js";
 import { probeLabels, sweep, teardownHost, teardownRuntime } from "./cleanup.js";
 import { type ExecResult, execBench } from "./exec-bench.js";
 import { type ForkResult, forkBench } from "./fork-bench.js";
@@ -44,33 +45,14 @@ interface Args {
 
 function parseArgs(argv: string[]): Args {
   const a: Args = { smoke: false, runs: 0, execIterations: 0, only: new Set(ALL) };
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i];
-    const value = (): string => {
-      const v = argv[++i];
-      if (v === undefined) throw new Error(`${arg} needs a value\n${USAGE}`);
-      return v;
-    };
-    const count = (): number => {
-      const n = Number(value());
-      if (!Number.isInteger(n) || n < 1) throw new Error(`${arg} needs a positive integer`);
-      return n;
-    };
+  readArgs(argv, USAGE, (arg, r) => {
     if (arg === "--smoke") a.smoke = true;
-    else if (arg === "--runs") a.runs = count();
-    else if (arg === "--exec-iterations") a.execIterations = count();
-    else if (arg === "--only") {
-      const names = value().split(",");
-      for (const n of names) {
-        if (!(ALL as readonly string[]).includes(n))
-          throw new Error(`--only: unknown benchmark '${n}'\n${USAGE}`);
-      }
-      a.only = new Set(names as Section[]);
-    } else if (arg === "-h" || arg === "--help") {
-      console.log(USAGE);
-      process.exit(0);
-    } else throw new Error(`unknown argument '${arg}'\n${USAGE}`);
-  }
+    else if (arg === "--runs") a.runs = r.count();
+    else if (arg === "--exec-iterations") a.execIterations = r.count();
+    else if (arg === "--only") a.only = new Set(r.oneOf(ALL, "benchmark"));
+    else return false;
+    return true;
+  });
   return a;
 }
 

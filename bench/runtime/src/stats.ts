@@ -22,9 +22,10 @@ export interface Row {
   /** The baseline's median, in `unit`, measured in the same run (absent for context rows). */
   baseline?: number;
   baselineName?: string;
-  unit: "ms" | "MB";
-  /** How the ratio reads: "denv/baseline" (lower is better) or "baseline/denv" (a speedup). */
-  ratioKind?: "denv/baseline" | "baseline/denv";
+  unit: "ms" | "MB" | "s" | "trials/min";
+  /** How the ratio reads: "denv/baseline" (lower is better), "baseline/denv" (a time's
+   * speedup) or "throughput" (denv/baseline of a rate: a speedup too). */
+  ratioKind?: "denv/baseline" | "baseline/denv" | "throughput";
   ratio?: number;
   target?: string;
   verdict: Verdict;
@@ -33,7 +34,7 @@ export interface Row {
 
 export function ratioOf(row: Pick<Row, "denv" | "baseline" | "ratioKind">): number | undefined {
   if (row.baseline === undefined || row.ratioKind === undefined) return undefined;
-  return row.ratioKind === "denv/baseline" ? row.denv / row.baseline : row.baseline / row.denv;
+  return row.ratioKind === "baseline/denv" ? row.baseline / row.denv : row.denv / row.baseline;
 }
 
 export function verdict(ok: boolean): Verdict {
@@ -59,7 +60,7 @@ export function table(rows: Row[]): string {
     r.baseline === undefined
       ? "-"
       : `${fmt(r.baseline, r.unit)}${r.baselineName ? ` (${r.baselineName})` : ""}`,
-    r.ratio === undefined ? "-" : `${fmtRatio(r.ratio)}${r.ratioKind === "baseline/denv" ? " speedup" : ""}`,
+    r.ratio === undefined ? "-" : `${fmtRatio(r.ratio)}${r.ratioKind !== "denv/baseline" ? " speedup" : ""}`,
     r.target ?? "-",
     r.verdict,
   ]);
@@ -68,7 +69,7 @@ export function table(rows: Row[]): string {
   const sep = widths.map((w) => "-".repeat(w)).join("  ");
   const notes = rows.filter((r) => r.note).map((r) => `  * ${r.name}: ${r.note}`);
   const legend =
-    "ratio: 'speedup' = baseline/denv (higher is better); otherwise denv/baseline (lower is better)";
+    "ratio: 'speedup' = baseline/denv of a time or denv/baseline of a rate (higher is better); otherwise denv/baseline (lower is better)";
   return [
     line(head),
     sep,

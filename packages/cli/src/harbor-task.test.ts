@@ -169,16 +169,66 @@ describe("export harbor", () => {
     expect(toml).toContain("timeout_sec = 60.0");
   });
 
-  it("refuses what a one-service Dockerfile task cannot hold", () => {
+  it("round-trips a task with a database: main from environment/, db from its folder inside it", () => {
+    const src = path.join(tempDir("harbor-out"), "shop-denv");
+    importHarborTask(shop, src, "shop");
+    const out = path.join(tempDir("harbor-out"), "task");
+    const r = exportHarborTask(src, out, "shop@v1");
+    expect(r.service).toBe("main");
+    const env = YAML.parse(readFileSync(path.join(out, "environment/docker-compose.yaml"), "utf8"));
+    const original = YAML.parse(readFileSync(path.join(shop, "environment/docker-compose.yaml"), "utf8"));
+    expect(env.services.main).toEqual({
+      build: { context: "." },
+      command: ["sleep", "infinity"],
+      depends_on: { db: { condition: "service_healthy" } },
+      working_dir: "/app",
+    });
+    expect(env.services.db).toEqual(original.services.db);
+    expect(env.volumes).toEqual(original.volumes);
+    for (const f of ["db/Dockerfile", "db/entrypoint.sh"]) {
+      expect(readFileSync(path.join(out, "environment", f), "utf8")).toBe(
+        readFileSync(path.join(shop, "environment", f), "utf8"),
+      );
+    }
+    expect(readFileSync(path.join(out, "tests/expected.txt"), "utf8")).toBe(
+      readFileSync(path.join(shop, "tests/expected.txt"), "utf8"),
+    );
+  });
+
+  it("exports a denv project with more services: the agent becomes main under its own name too", () => {
+    const src = tempDir("harbor-src");
+    cpSync(path.join(repo, "examples/quickstart"), src, { recursive: true });
+    writeFileSync(path.join(src, "instruction.md"), "Fix the shop's revenue endpoint.\n");
+    const out = path.join(tempDir("harbor-out"), "task");
+    const r = exportHarborTask(src, out, "quickstart@v1");
+    expect(r.service).toBe("app");
+    const env = YAML.parse(readFileSync(path.join(out, "environment/docker-compose.yaml"), "utf8"));
+    expect(Object.keys(env.services)).toEqual(["main", "db"]);
+    expect(env.services.main).toMatchObject({
+      build: { context: "." },
+      depends_on: { db: { condition: "service_healthy" } },
+      networks: { default: { aliases: ["app"] } },
+      working_dir: "/workspace",
+    });
+    // db's context (./db) is not inside app's (./app): it is copied to environment/db.
+    expect(env.services.db.build).toEqual({ context: "./db" });
+    expect(existsSync(path.join(out, "environment/db/Dockerfile"))).toBe(true);
+    expect(readFileSync(path.join(out, "environment/Dockerfile"), "utf8")).toBe(
+      readFileSync(path.join(src, "app/Dockerfile"), "utf8"),
+    );
+  });
+
+  it("refuses what a Harbor task cannot hold", () => {
     const src = tempDir("harbor-src");
     writeFileSync(path.join(src, "instruction.md"), "x\n");
     writeFileSync(
       path.join(src, "compose.yaml"),
-      "services:\n  main: {image: a}\n  db: {image: b}\nx-denv: {verifier: {image: v, command: [x]}}\n",
+      "services:\n  main: {image: a}\n  db: {image: b, env_file: db.env}\nx-denv: {verifier: {image: v, command: [x]}}\n",
     );
     expect(() => exportHarborTask(src, path.join(src, "o"), "p@v1", { source: "S", out: "O" })).toThrow(
-      "S/compose.yaml: 'services' cannot be mapped: 2 services (main, db); export harbor writes one Dockerfile task",
+      "S/compose.yaml: 'services.db.env_file' cannot be mapped: export harbor cannot carry it into a Harbor task",
     );
+    expect(existsSync(path.join(src, "o"))).toBe(false);
     writeFileSync(path.join(src, "compose.yaml"), "services:\n  main: {image: a}\n");
     expect(() => exportHarborTask(src, path.join(src, "o"), "p@v1", { source: "S", out: "O" })).toThrow(
       "S/compose.yaml: 'x-denv.verifier' cannot be mapped: missing; Harbor grades with tests/test.sh",

@@ -347,16 +347,6 @@ export function exportHarborTask(
       M.unsupported(label, "x-denv.agent", "names no service of the file"),
     );
   }
-  if (names.length > 1) {
-    throw new CliError(
-      "invalid_request",
-      M.unsupported(
-        label,
-        "services",
-        `${names.length} services (${names.join(", ")}); export harbor writes one Dockerfile task`,
-      ),
-    );
-  }
   const svc = asRecord(services[service]);
   const verifier = asRecord(x.verifier);
   if (x.verifier === undefined) {
@@ -372,11 +362,15 @@ export function exportHarborTask(
     (typeof agentCfg.workdir === "string" ? agentCfg.workdir : undefined) ??
     (typeof svc.working_dir === "string" ? svc.working_dir : undefined) ??
     DEFAULT_WORKDIR;
+  const sidecars = names.filter((n) => n !== service);
+  for (const name of sidecars) checkSidecar(label, name, asRecord(services[name]));
   assertEmpty(out, labels.out);
   mkdirSync(path.join(out, "environment"), { recursive: true });
+  let agentContext: string | undefined;
   if (svc.build !== undefined) {
     const b = typeof svc.build === "string" ? { context: svc.build } : asRecord(svc.build);
     const ctx = path.join(source, typeof b.context === "string" ? b.context : ".");
+    agentContext = ctx;
     const df = typeof b.dockerfile === "string" ? b.dockerfile : "Dockerfile";
     cpSync(ctx, path.join(out, "environment"), { recursive: true });
     // Harbor builds environment/Dockerfile: the one the service builds (as root: Harbor's own way).
@@ -387,6 +381,15 @@ export function exportHarborTask(
     throw new CliError(
       "invalid_request",
       M.unsupported(label, `services.${service}`, "has neither build nor image"),
+    );
+  }
+  if (sidecars.length > 0) {
+    const compose = sidecarCompose(source, out, doc, service, sidecars, agentContext);
+    writeFileSync(
+      path.join(out, "environment", "docker-compose.yaml"),
+      `# Written by 'denv export harbor' from ${version}: Harbor builds 'main' (the agent's service${
+        service === "main" ? "" : `, '${service}' in denv`
+      })\n# from this folder and merges this file over its own.\n${YAML.stringify(compose)}`,
     );
   }
   // tests/: the verifier's tests, and test.sh running the verifier's command in main.
@@ -450,6 +453,111 @@ network_mode = "no-network"
     );
   }
   return { directory: out, version, service, files: readdirSync(out).sort() };
+}
+
+/** Keys of a compose service that Harbor's docker backend receives as they are. */
+const SIDECAR_KEYS = new Set([
+  "image",
+  "build",
+  "command",
+  "entrypoint",
+  "environment",
+  "volumes",
+  "tmpfs",
+  "healthcheck",
+  "expose",
+  "depends_on",
+  "user",
+  "working_dir",
+  "init",
+  "restart",
+  "stop_grace_period",
+  "stop_signal",
+  "cap_drop",
+  "mem_limit",
+  "cpus",
+  "pids_limit",
+  "deploy",
+  "labels",
+  "hostname",
+  "networks",
+  "network_mode",
+  "platform",
+  "shm_size",
+  "ulimits",
+]);
+
+/** A service other than the agent's, as Harbor's docker backend can take it. */
+function checkSidecar(label: string, name: string, svc: Record<string, unknown>): void {
+  for (const key of Object.keys(svc)) {
+    if (!SIDECAR_KEYS.has(key) && !key.startsWith("x-")) {
+      throw new CliError(
+        "invalid_request",
+        M.unsupported(label, `services.${name}.${key}`, "export harbor cannot carry it into a Harbor task"),
+      );
+    }
+  }
+  if (svc.build === undefined && typeof svc.image !== "string") {
+    throw new CliError(
+      "invalid_request",
+      M.unsupported(label, `services.${name}`, "has neither build nor image"),
+    );
+  }
+}
+
+/**
+ * environment/docker-compose.yaml of a task with more than one service: the agent's service as
+ * Harbor's `main` (built from environment/, reachable under its denv name too), the others as
+ * they are, their build contexts under environment/ (a context inside the agent's, already
+ * copied, is referred to where it is; another is copied to environment/<service>/).
+ */
+function sidecarCompose(
+  source: string,
+  out: string,
+  doc: Record<string, unknown>,
+  agent: string,
+  sidecars: string[],
+  agentContext: string | undefined,
+): Record<string, unknown> {
+  const services = asRecord(doc.services);
+  const rename = (deps: unknown): unknown => {
+    if (Array.isArray(deps)) return deps.map((d) => (d === agent ? "main" : d));
+    if (deps && typeof deps === "object")
+      return Object.fromEntries(Object.entries(deps).map(([k, v]) => [k === agent ? "main" : k, v]));
+    return deps;
+  };
+  const result: Record<string, unknown> = {};
+  const a = asRecord(services[agent]);
+  const main: Record<string, unknown> = {
+    build: { context: "." },
+    command: a.command ?? ["sleep", "infinity"],
+  };
+  for (const key of ["environment", "volumes", "depends_on", "working_dir", "tmpfs"]) {
+    if (a[key] !== undefined) main[key] = key === "depends_on" ? rename(a[key]) : a[key];
+  }
+  if (agent !== "main") main.networks = { default: { aliases: [agent] } };
+  result.main = main;
+  for (const name of sidecars) {
+    const svc: Record<string, unknown> = Object.fromEntries(
+      Object.entries(asRecord(services[name])).filter(([k]) => !k.startsWith("x-") && k !== "networks"),
+    );
+    if (svc.depends_on !== undefined) svc.depends_on = rename(svc.depends_on);
+    if (svc.build !== undefined) {
+      const b = typeof svc.build === "string" ? { context: svc.build } : asRecord(svc.build);
+      const ctx = path.resolve(source, typeof b.context === "string" ? b.context : ".");
+      const inside = agentContext !== undefined && !path.relative(agentContext, ctx).startsWith("..");
+      let context: string;
+      if (inside && agentContext !== undefined) {
+        context = `./${path.relative(agentContext, ctx) || "."}`.replace(/\/\.$/, "");
+      } else {
+        cpSync(ctx, path.join(out, "environment", name), { recursive: true });
+        context = `./${name}`;
+      }
+      svc.build = { ...b, context };
+    }
+    result[name] = svc;
+  }
+  return { services: result, ...(doc.volumes !== undefined ? { volumes: doc.volumes } : {}) };
 }
 
 export const isDir = (p: string) => existsSync(p) && statSync(p).isDirectory();

@@ -200,8 +200,10 @@ its Dockerfile as environment/Dockerfile, or FROM its image), task.toml (FOLDER/
 with the verifier's timeout and the agent's workdir), instruction.md (FOLDER/instruction.md),
 tests/ (x-denv.verifier.tests, with a test.sh that runs the verifier's command in main unless the
 tests have one) and solution/ when FOLDER has one. The control plane keeps no compose source, so
-FOLDER is the project folder the version was deployed from; the version is checked to exist. One
-service only: a file with more services is refused.`,
+FOLDER is the project folder the version was deployed from; the version is checked to exist. With
+more services, environment/docker-compose.yaml holds them for Harbor to merge over its own: the
+agent's service as main (also reachable under its denv name), the others as they are, their build
+contexts under environment/. A service key Harbor cannot take (env_file, ...) is refused.`,
   flags: {
     source: {
       type: "string",

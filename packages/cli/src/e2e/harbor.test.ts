@@ -16,6 +16,12 @@ const PROJECT = "harbor-harbor-hello";
 
 let stack: Stack;
 let jobsDir: string;
+/** Harbor's docker backend tags its `main` images `hb__<content hash>`; the ones this file adds go. */
+const hbImages = async () =>
+  (await run("docker", ["images", "--format", "{{.Repository}}:{{.Tag}}"], process.env)).stdout
+    .split("\n")
+    .filter((n) => n.startsWith("hb__"));
+let hbBefore: string[] = [];
 
 beforeAll(async () => {
   // Builds the image when missing (or when python/ changed); exits at once otherwise.
@@ -23,12 +29,16 @@ beforeAll(async () => {
     timeoutMs: 1_500_000,
   });
   if (built.code !== 0) throw new Error(`deploy/tools-image failed: ${built.stdout}\n${built.stderr}`);
+  hbBefore = await hbImages();
   stack = await startStack();
   jobsDir = mkdtempSync(path.join(os.tmpdir(), "denv-harbor-jobs-"));
 }, 1_800_000);
 
 afterAll(async () => {
   await stack?.close();
+  for (const image of await hbImages()) {
+    if (!hbBefore.includes(image)) await run("docker", ["rmi", "-f", image], process.env);
+  }
   if (jobsDir) rmSync(jobsDir, { recursive: true, force: true });
 }, 180_000);
 
@@ -261,3 +271,34 @@ it("denv import harbor: the imported harbor-hello deploys and denv verify grades
   expect(trials[0]?.verifier_result?.rewards).toEqual({ reward: 1 });
   for (const name of ["solved", "untouched"]) await stack.denv(["env", "destroy", `imported-hello/${name}`]);
 }, 1_200_000);
+
+it("denv export harbor of a project with a database: Harbor's own docker backend gets 1.0", async () => {
+  const out = path.join(jobsDir, "shop-denv");
+  const imported = await stack.denv([
+    "import",
+    "harbor",
+    path.join(repo, "examples/harbor-shop"),
+    "--out",
+    out,
+  ]);
+  expect(imported.code, imported.stderr).toBe(0);
+  expect((await stack.denv(["projects", "create", "shop-denv"])).code).toBe(0);
+  const deployed = await stack.denv(["deploy", out, "--project", "shop-denv", "--env", "alpha"], {
+    timeoutMs: 900_000,
+  });
+  expect(deployed.code, `${deployed.stdout}\n${deployed.stderr}`).toBe(0);
+  const task = path.join(jobsDir, "shop-task");
+  const exported = await stack.denv(["export", "harbor", "shop-denv@v1", task, "--source", out]);
+  expect(exported.code, exported.stderr).toBe(0);
+  // Harbor merges environment/docker-compose.yaml (main + the database) over its own; as above,
+  // the docker backend runs it as public (no egress-control sidecar on this machine).
+  const toml = path.join(task, "task.toml");
+  writeFileSync(
+    toml,
+    `${readFileSync(toml, "utf8").replace("[environment]\n", '[environment]\nnetwork_mode = "public"\n')}`,
+  );
+  const trials = await harborRun("shop-exported", "oracle", { task, env: null });
+  expect(trials[0]?.exception_info ?? null).toBeNull();
+  expect(trials[0]?.verifier_result?.rewards).toEqual({ reward: 1 });
+  await stack.denv(["env", "destroy", "shop-denv/alpha"]);
+}, 1_500_000);

@@ -1,0 +1,21 @@
+import { execFile } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+import { expect, it } from "vitest";
+
+// The benchmark's --smoke pass: one warm-up and one measured trial per task and backend, so the
+// benchmark cannot rot. Its numbers are printed, never asserted.
+it("bench/harbor --smoke runs to the end and prints every row", async () => {
+  const run = fileURLToPath(new URL("./run.mjs", import.meta.url));
+  const { stdout } = await promisify(execFile)("node", [run, "--smoke"], { timeout: 1_200_000 });
+  for (const row of [
+    "harbor-hello: oracle trials/min",
+    "harbor-hello: environment setup per trial (median)",
+    "harbor-shop: oracle trials/min",
+    "harbor-shop: environment setup per trial (median)",
+  ]) {
+    expect(stdout).toContain(row);
+  }
+  expect(stdout).not.toContain("not every trial got reward 1.0");
+  expect(stdout).toContain("cleanup: nothing left behind");
+}, 1_200_000);
