@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import sys
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -251,7 +252,9 @@ def artifact_parents(tests_dir: Path) -> tuple[str, ...]:
     Returns:
         Absolute folders, sorted; empty when no ``task.toml`` or no absolute artifact.
     """
-    import tomllib  # Python >= 3.11; Harbor itself needs 3.12
+    if sys.version_info < (3, 11):  # no tomllib; Harbor, the only caller, needs 3.12
+        return ()
+    import tomllib
 
     for folder in (tests_dir.parent, *tests_dir.parents):
         toml = folder / "task.toml"
