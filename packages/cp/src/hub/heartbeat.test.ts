@@ -1,6 +1,7 @@
 import { ControlPlaneMessages } from "@denv/spec";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { deployed, startTestCp, type TestCp, waitFor } from "../testing/harness.js";
+import { beatSlice } from "./hub.js";
 
 describe("host sessions: heartbeats, offline, reconciliation", () => {
   let t: TestCp;
@@ -26,6 +27,26 @@ describe("host sessions: heartbeats, offline, reconciliation", () => {
     const metrics = (await t.anon.get("/metrics")).body as string;
     expect(metrics).toMatch(/^denv_hosts_online 1$/m);
     await alive.close();
+  });
+
+  it("sends every host a heartbeat each period, in slices of the period", async () => {
+    const hosts = await Promise.all(["b1", "b2", "b3"].map((name) => t.host({ name, heartbeatMs: 100 })));
+    await new Promise((r) => setTimeout(r, 650));
+    for (const h of hosts) {
+      const got = h.heartbeatsReceived;
+      expect(got.length).toBeGreaterThanOrEqual(4);
+      const gaps = got.slice(1).map((at, i) => at - (got[i] as number));
+      expect(Math.max(...gaps)).toBeLessThan(200);
+    }
+    await Promise.all(hosts.map((h) => h.close()));
+  });
+
+  it("spreads hosts over the slices by a stable hash of their id", () => {
+    const counts = new Array(20).fill(0);
+    for (let i = 0; i < 1000; i++) counts[beatSlice(`host-${i.toString(36)}x`, 20)]++;
+    expect(Math.min(...counts)).toBeGreaterThan(25);
+    expect(Math.max(...counts)).toBeLessThan(80);
+    expect(beatSlice("host-abc", 20)).toBe(beatSlice("host-abc", 20));
   });
 
   it("environments the host no longer holds are marked failed when it says hello again", async () => {

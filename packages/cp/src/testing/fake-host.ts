@@ -50,6 +50,8 @@ export class FakeHost {
   /** Commands not to answer until `release`d (or the predicate changes). */
   hold: (c: CommandFrame) => boolean = () => false;
   heartbeats: boolean;
+  /** When each heartbeat of the control plane arrived (ms since the epoch). */
+  readonly heartbeatsReceived: number[] = [];
   /** Delay before granting back what the host read from a cp stream (a slow host). */
   grantDelayMs: number;
   readers = new Map<string, FakeReader>();
@@ -205,6 +207,7 @@ export class FakeHost {
 
   private receive(text: string): void {
     const f = parseFrame(text);
+    if (f.type === "heartbeat") this.heartbeatsReceived.push(Date.now());
     if (f.type === "command") {
       CommandPayloads[f.kind].parse(f.payload);
       this.commands.push(f);
