@@ -80,7 +80,6 @@ class DenvEnvironment(BaseEnvironment):  # type: ignore[misc]
         self._snapshot_version: str | None = None
         self._source: TaskSource | None = None
         super().__init__(*args, **kwargs)
-        self._separate_verifier = _VERIFIER_SESSION_MARK in str(self.session_id)
 
     # ------------------------------------------------------------------ Harbor's contract
 
@@ -95,10 +94,8 @@ class DenvEnvironment(BaseEnvironment):  # type: ignore[misc]
         return EnvironmentCapabilities(docker_compose=True, disable_internet=True)
 
     def _validate_definition(self) -> None:
-        # Runs inside BaseEnvironment.__init__, before __init__ above sets the role.
-        if _VERIFIER_SESSION_MARK in str(getattr(self, "session_id", "")) and not getattr(
-            self, "_enable_environment_dir_upload", True
-        ):
+        # Runs inside BaseEnvironment.__init__, after it set session_id.
+        if self.is_separate_verifier and not getattr(self, "_enable_environment_dir_upload", True):
             # A verifier image of its own (tests/Dockerfile): a project of its own.
             base = self._project_opt or project_name(self.environment_name)
             self._project_opt = f"{base}-verifier"
@@ -136,14 +133,14 @@ class DenvEnvironment(BaseEnvironment):  # type: ignore[misc]
         In shared mode a fork made when the tests are uploaded; in separate mode this
         environment's own sandbox.
         """
-        if self._separate_verifier:
+        if self.is_separate_verifier:
             return self._sandbox
         return self._verifier
 
     @property
     def is_separate_verifier(self) -> bool:
         """Whether Harbor made this environment for a separate-mode verifier."""
-        return self._separate_verifier
+        return _VERIFIER_SESSION_MARK in str(getattr(self, "session_id", ""))
 
     async def start(self, force_build: bool) -> None:
         """Deploys the task's environment when its content changed, then forks a sandbox."""
@@ -157,7 +154,7 @@ class DenvEnvironment(BaseEnvironment):  # type: ignore[misc]
         self._sandbox = await self._client.create_sandbox(
             self.project, version=version, ttl_sec=self._ttl_sec
         )
-        role = "verifier" if self._separate_verifier else "trial"
+        role = "verifier" if self.is_separate_verifier else "trial"
         self.logger.info("denv: %s sandbox %s (fork of %s)", role, self._sandbox.id, version)
         await self._upload_environment_dir_after_start()
 
@@ -202,7 +199,7 @@ class DenvEnvironment(BaseEnvironment):  # type: ignore[misc]
 
     def _user(self, user: str | int | None) -> str | None:
         resolved = self._resolve_user(user)
-        if self._verifier is not None or self._separate_verifier:
+        if self._verifier is not None or self.is_separate_verifier:
             # Every command of the verifier step runs as the verifier principal.
             return self._verifier_user
         if resolved is None or is_root(resolved):
@@ -296,7 +293,8 @@ class DenvEnvironment(BaseEnvironment):  # type: ignore[misc]
         An upload to ``/tests`` while no verifier sandbox exists is Harbor's verifier step:
         the trial's sandbox is snapshotted and forked first, and the tests go to the fork.
         """
-        if self._verifier is None and not self._separate_verifier and _under(target_dir, TESTS_DIR):
+        shared_step = self._verifier is None and not self.is_separate_verifier
+        if shared_step and _under(target_dir, TESTS_DIR):
             await self._begin_verifier()
         client, target, _ = self._target()
         archive = await asyncio.to_thread(tar_dir, Path(source_dir))
@@ -310,7 +308,7 @@ class DenvEnvironment(BaseEnvironment):  # type: ignore[misc]
         In a separate verifier's sandbox the agent's artifacts are written as the agent user
         and the rest as the verifier.
         """
-        if self._separate_verifier and not any(_under(path, p) for p in _VERIFIER_PATHS):
+        if self.is_separate_verifier and not any(_under(path, p) for p in _VERIFIER_PATHS):
             return None
         return self._user(None)
 
