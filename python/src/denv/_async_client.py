@@ -1,7 +1,15 @@
-"""The asyncio client of the denv control plane (REST, SSE and WebSocket routes)."""
+# unasync: async
+"""The asyncio client of the denv control plane (REST, SSE and WebSocket routes).
+
+python/scripts/unasync.py writes the blocking client, ``_client.py``, from this file.
+"""
+# unasync: sync
+# """The blocking client of the denv control plane (REST, SSE and WebSocket routes)."""
+# unasync: end
 
 from __future__ import annotations
 
+# unasync: async
 import asyncio
 import builtins
 import contextlib
@@ -19,6 +27,16 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
+
+# unasync: sync
+# import builtins
+# import json
+# import os
+# import posixpath
+# import threading
+# import time
+# from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+# unasync: end
 from types import TracebackType
 from typing import IO, Any
 
@@ -79,9 +97,15 @@ from ._sse import SSEDecoder, deployment_event
 from ._tar import first_entry, iter_chunks, single_file_tar, source_archive, source_hash
 from ._tunnel import AsyncPortForward, AsyncTunnel
 
+# unasync: async
 EventCallback = Callable[[DeploymentEvent], Awaitable[None] | None]
 OutputCallback = Callable[[bytes], Awaitable[None] | None]
 StdinSource = bytes | str | IO[bytes] | Iterable[bytes] | AsyncIterable[bytes]
+# unasync: sync
+# EventCallback = Callable[[DeploymentEvent], None]
+# OutputCallback = Callable[[bytes], None]
+# StdinSource = bytes | str | IO[bytes] | Iterable[bytes]
+# unasync: end
 
 
 class AsyncClient(ClientBase):
@@ -174,7 +198,7 @@ class AsyncClient(ClientBase):
 
     async def _ws(self, path: str, params: Mapping[str, str] | None = None) -> ClientConnection:
         try:
-            return await connect(
+            conn = await connect(
                 ws_url(self._url, path, params),
                 additional_headers=self._headers(),
                 max_size=WS_MAX_SIZE,
@@ -183,6 +207,13 @@ class AsyncClient(ClientBase):
             )
         except (OSError, InvalidHandshake, builtins.TimeoutError) as exc:
             raise self._ws_error(path, exc) from exc
+        # unasync: async
+        return conn
+        # unasync: sync
+        # # websockets >= 17.1 wants connections entered as context managers; a tunnel
+        # # outlives this call, so it is entered here and closed by its owner.
+        # return conn.__enter__()
+        # unasync: end
 
     async def _long(
         self,
@@ -346,14 +377,19 @@ class AsyncClient(ClientBase):
             resp = await self._send("POST", route, params=params, json_body={"git_ref": git_ref})
         else:
             assert path is not None
+            # unasync: async
             digest = await asyncio.to_thread(source_hash, path, extra_files)
             archive = await asyncio.to_thread(source_archive, path, extra_files)
+            # unasync: sync
+            # digest = source_hash(path, extra_files)
+            # archive = source_archive(path, extra_files)
+            # unasync: end
             with archive:
                 resp = await self._send(
                     "POST",
                     route,
                     params=params,
-                    content=_aiter_file(archive),
+                    content=_file_chunks(archive),
                     headers={"Content-Type": "application/x-tar", SOURCE_HASH_HEADER: digest},
                     timeout=timeout_for(None),
                 )
@@ -462,7 +498,7 @@ class AsyncClient(ClientBase):
             try:
                 async for event in self.deployment_events(dep_id, timeout=remaining):
                     if on_event is not None:
-                        await _call(on_event, event)
+                        await _notify(on_event, event)
                     if event.type == "done" and event.deployment is not None:
                         final = event.deployment
             except (TimeoutError, ConnectionError) as exc:
@@ -927,12 +963,16 @@ class AsyncClient(ClientBase):
 
             async def send_stdin() -> None:
                 try:
-                    async for chunk in _aiter_stdin(stdin):
+                    async for chunk in _stdin_chunks(stdin):
                         await conn.send(stdin_frame(chunk))
                     await conn.send(STDIN_END)
                 except ConnectionClosed:
                     pass
+                # unasync: async
                 except Exception as exc:
+                    # unasync: sync
+                    # except BaseException as exc:
+                    # unasync: end
                     # Reading stdin failed: end the stream (the command would wait for
                     # stdin for ever) and report the failure instead of the closed stream.
                     sender_failed.append(exc)
@@ -942,7 +982,12 @@ class AsyncClient(ClientBase):
                 await conn.send(json.dumps({"type": "start", "exec": body}))
             except ConnectionClosed as exc:
                 raise closed_error(f"GET {path}", *close_info(exc)) from exc
+            # unasync: async
             sender = asyncio.create_task(send_stdin())
+            # unasync: sync
+            # sender = threading.Thread(target=send_stdin, name="denv-exec-stdin", daemon=True)
+            # sender.start()
+            # unasync: end
             try:
                 while result is None:
                     frame = stream_frame(await conn.recv())
@@ -951,12 +996,12 @@ class AsyncClient(ClientBase):
                         chunk = frame_data(frame)
                         out += chunk
                         if on_stdout is not None:
-                            await _call(on_stdout, chunk)
+                            await _notify(on_stdout, chunk)
                     elif kind == "stderr":
                         chunk = frame_data(frame)
                         err += chunk
                         if on_stderr is not None:
-                            await _call(on_stderr, chunk)
+                            await _notify(on_stderr, chunk)
                     elif kind == "exit":
                         res = frame.get("result")
                         if not isinstance(res, dict):
@@ -965,14 +1010,24 @@ class AsyncClient(ClientBase):
                     elif kind == "error":
                         raise frame_error(frame)
             except ConnectionClosed as exc:
+                # unasync: sync
+                # sender.join(timeout=5)
+                # unasync: end
                 if sender_failed:
                     raise sender_failed[0] from exc
                 raise closed_error(f"GET {path}", *close_info(exc)) from exc
+            # unasync: async
             finally:
                 if not sender.done():
                     sender.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await sender
+            # unasync: end
+        # unasync: sync
+        # sender.join(timeout=5)
+        # if sender_failed:
+        #     raise sender_failed[0]
+        # unasync: end
         return decode_exec_response(result, stdout=bytes(out), stderr=bytes(err))
 
     # ------------------------------------------------------------------ files
@@ -981,7 +1036,11 @@ class AsyncClient(ClientBase):
         self,
         environment: EnvRef,
         path: str,
+        # unasync: async
         archive: bytes | IO[bytes] | Iterable[bytes] | AsyncIterable[bytes],
+        # unasync: sync
+        # archive: bytes | IO[bytes] | Iterable[bytes],
+        # unasync: end
         *,
         service: str | None = None,
         user: str | None = None,
@@ -1010,7 +1069,7 @@ class AsyncClient(ClientBase):
         if isinstance(archive, (bytes, bytearray, memoryview)):
             content = bytes(archive)
         else:
-            content = _aiter_stdin(archive)
+            content = _stdin_chunks(archive)
         route = env_path(environment, "/files")
         resp = await self._send(
             "PUT",
@@ -1084,6 +1143,7 @@ class AsyncClient(ClientBase):
             NotFoundError: The path does not exist.
             ForbiddenError: The user may not read it.
         """
+        # unasync: async
         parts = bytearray()
         async with contextlib.aclosing(
             self.iter_files(environment, path, service=service, user=user)
@@ -1091,6 +1151,9 @@ class AsyncClient(ClientBase):
             async for chunk in chunks:
                 parts += chunk
         return bytes(parts)
+        # unasync: sync
+        # return b"".join(self.iter_files(environment, path, service=service, user=user))
+        # unasync: end
 
     async def write_file(
         self,
@@ -1204,11 +1267,15 @@ class AsyncClient(ClientBase):
             The running forwarder (``.port``, ``.address``, ``close()``).
         """
         ref = env_id(environment)
+        # unasync: async
 
         async def open_tunnel() -> AsyncTunnel:
             return await self.connect(ref, service, port)
 
         return await AsyncPortForward(open_tunnel).start(host, local_port)
+        # unasync: sync
+        # return PortForward(lambda: self.connect(ref, service, port), host, local_port)
+        # unasync: end
 
     async def probe(self, environment: EnvRef) -> ProbeResult:
         """Runs the egress probe of an environment (protection 5).
@@ -1244,18 +1311,19 @@ class AsyncClient(ClientBase):
         return parse_model(Logs, await self._get_json(path, params), path)
 
 
-async def _call(callback: Callable[[Any], Awaitable[None] | None], value: Any) -> None:
+# unasync: async
+async def _notify(callback: Callable[[Any], Awaitable[None] | None], value: Any) -> None:
     outcome = callback(value)
     if inspect.isawaitable(outcome):
         await outcome
 
 
-async def _aiter_file(f: IO[bytes]) -> AsyncGenerator[bytes, None]:
+async def _file_chunks(f: IO[bytes]) -> AsyncGenerator[bytes, None]:
     for chunk in iter_chunks(f):
         yield chunk
 
 
-async def _aiter_stdin(
+async def _stdin_chunks(
     stdin: bytes | str | IO[bytes] | Iterable[bytes] | AsyncIterable[bytes] | None,
 ) -> AsyncGenerator[bytes, None]:
     if isinstance(stdin, AsyncIterable):
@@ -1265,3 +1333,13 @@ async def _aiter_stdin(
         return
     for chunk in iter_stdin(stdin):
         yield chunk
+
+
+# unasync: sync
+# def _notify(callback: Callable[[Any], None], value: Any) -> None:
+#     callback(value)
+#
+#
+# _file_chunks = iter_chunks
+# _stdin_chunks = iter_stdin
+# unasync: end

@@ -1,3 +1,5 @@
+# Generated from _async_client.py by python/scripts/unasync.py: edit that file, then run
+# the script (python/tests/test_unasync.py checks that this file is its output).
 """The blocking client of the denv control plane (REST, SSE and WebSocket routes)."""
 
 from __future__ import annotations
@@ -160,7 +162,7 @@ class Client(ClientBase):
         return resp
 
     def _get_json(self, path: str, params: Mapping[str, str] | None = None) -> Any:
-        return self._send("GET", path, params=params).json()
+        return (self._send("GET", path, params=params)).json()
 
     def _ws(self, path: str, params: Mapping[str, str] | None = None) -> ClientConnection:
         try:
@@ -173,8 +175,8 @@ class Client(ClientBase):
             )
         except (OSError, InvalidHandshake, builtins.TimeoutError) as exc:
             raise self._ws_error(path, exc) from exc
-        # websockets >= 17.1 wants connections entered as context managers; a tunnel outlives
-        # this call, so it is entered here and closed by its owner.
+        # websockets >= 17.1 wants connections entered as context managers; a tunnel
+        # outlives this call, so it is entered here and closed by its owner.
         return conn.__enter__()
 
     def _long(
@@ -187,7 +189,8 @@ class Client(ClientBase):
         on_event: EventCallback | None,
         check: bool = True,
     ) -> Deployment:
-        dep = parse_model(Deployment, self._send(method, path, json_body=json_body).json(), path)
+        resp = self._send(method, path, json_body=json_body)
+        dep = parse_model(Deployment, resp.json(), path)
         if wait and not dep.finished:
             dep = self.wait_deployment(dep.id, on_event=on_event, check=False)
         if check:
@@ -276,7 +279,9 @@ class Client(ClientBase):
         if repo is not None:
             body["repo"] = repo
         return parse_model(
-            Project, self._send("POST", "/v1/projects", json_body=body).json(), "POST /v1/projects"
+            Project,
+            (self._send("POST", "/v1/projects", json_body=body)).json(),
+            "POST /v1/projects",
         )
 
     def delete_project(self, name: str | None = None) -> None:
@@ -335,12 +340,13 @@ class Client(ClientBase):
         else:
             assert path is not None
             digest = source_hash(path, extra_files)
-            with source_archive(path, extra_files) as archive:
+            archive = source_archive(path, extra_files)
+            with archive:
                 resp = self._send(
                     "POST",
                     route,
                     params=params,
-                    content=iter_chunks(archive),
+                    content=_file_chunks(archive),
                     headers={"Content-Type": "application/x-tar", SOURCE_HASH_HEADER: digest},
                     timeout=timeout_for(None),
                 )
@@ -451,7 +457,7 @@ class Client(ClientBase):
             try:
                 for event in self.deployment_events(dep_id, timeout=remaining):
                     if on_event is not None:
-                        on_event(event)
+                        _notify(on_event, event)
                     if event.type == "done" and event.deployment is not None:
                         final = event.deployment
             except (TimeoutError, ConnectionError) as exc:
@@ -894,13 +900,13 @@ class Client(ClientBase):
         path = env_path(environment, "/exec/stream")
         out, err = bytearray(), bytearray()
         result: dict[str, Any] | None = None
-        sender_failed: list[BaseException] = []
         conn = self._ws(path)
         with conn:
+            sender_failed: list[BaseException] = []
 
             def send_stdin() -> None:
                 try:
-                    for chunk in iter_stdin(stdin):
+                    for chunk in _stdin_chunks(stdin):
                         conn.send(stdin_frame(chunk))
                     conn.send(STDIN_END)
                 except ConnectionClosed:
@@ -925,12 +931,12 @@ class Client(ClientBase):
                         chunk = frame_data(frame)
                         out += chunk
                         if on_stdout is not None:
-                            on_stdout(chunk)
+                            _notify(on_stdout, chunk)
                     elif kind == "stderr":
                         chunk = frame_data(frame)
                         err += chunk
                         if on_stderr is not None:
-                            on_stderr(chunk)
+                            _notify(on_stderr, chunk)
                     elif kind == "exit":
                         res = frame.get("result")
                         if not isinstance(res, dict):
@@ -967,7 +973,7 @@ class Client(ClientBase):
         Args:
             environment: ``PROJECT/ENV``.
             path: Absolute folder in the container.
-            archive: The tar archive (optionally gzip): bytes, a binary file or chunks.
+            archive: The tar archive (optionally gzip): bytes, a binary file, or chunks.
             service: Service (default: the agent service).
             user: User who writes (default: the agent user; root refused on the agent service).
 
@@ -982,10 +988,8 @@ class Client(ClientBase):
         content: bytes | Iterable[bytes]
         if isinstance(archive, (bytes, bytearray, memoryview)):
             content = bytes(archive)
-        elif callable(getattr(archive, "read", None)):
-            content = iter_chunks(archive)  # type: ignore[arg-type]
         else:
-            content = archive
+            content = _stdin_chunks(archive)
         route = env_path(environment, "/files")
         resp = self._send(
             "PUT",
@@ -1116,7 +1120,8 @@ class Client(ClientBase):
         """
         current = path
         for _ in range(16):
-            head = first_entry(self.get_files(environment, current, service=service, user=user))
+            archive = self.get_files(environment, current, service=service, user=user)
+            head = first_entry(archive)
             if head is None or head.kind == "other":
                 raise NotFoundError(f"{path}: not a regular file")
             if head.kind == "dir":
@@ -1207,3 +1212,11 @@ class Client(ClientBase):
             params["tail"] = str(int(tail))
         path = env_path(environment, "/logs")
         return parse_model(Logs, self._get_json(path, params), path)
+
+
+def _notify(callback: Callable[[Any], None], value: Any) -> None:
+    callback(value)
+
+
+_file_chunks = iter_chunks
+_stdin_chunks = iter_stdin
