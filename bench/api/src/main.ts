@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdir, readFile, rm } from "node:fs/promises";
 import { cpus, release, totalmem } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { performance } from "node:perf_hooks";
@@ -11,7 +11,15 @@ import { readArgs } from "../../runtime/dist/args.js";
 import { sweep, teardownHost, teardownRuntime } from "../../runtime/dist/cleanup.js";
 import { log, run } from "../../runtime/dist/host.js";
 import { newTempDir, smallStack } from "../../runtime/dist/stacks.js";
-import { printFooter, type Row, ratioOf, round, table, verdict } from "../../runtime/dist/stats.js";
+import {
+  printFooter,
+  type Row,
+  ratioOf,
+  round,
+  table,
+  verdict,
+  writeResults,
+} from "../../runtime/dist/stats.js";
 import { bareNodeRss } from "./cp-process.js";
 import { type BenchStack, ENV, startBenchStack } from "./denv-stack.js";
 import { type ExecResult, execBench } from "./exec-bench.js";
@@ -308,10 +316,7 @@ async function main(): Promise<number> {
     cleanupProblems: problems,
     ...(failure ? { error: failure.message } : {}),
   };
-  const resultsDir = join(repoRoot, "bench", "results");
-  await mkdir(resultsDir, { recursive: true });
-  const file = join(resultsDir, `api-${startedAt.toISOString().replace(/[:.]/g, "-")}.json`);
-  await writeFile(file, `${JSON.stringify(out, null, 2)}\n`);
+  const file = await writeResults(repoRoot, "api", startedAt, out);
 
   console.log("");
   console.log(

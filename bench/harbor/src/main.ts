@@ -6,7 +6,16 @@ import { fileURLToPath } from "node:url";
 import { type Stack, startStack } from "../../../packages/cli/dist/e2e/stack.js";
 import { readArgs } from "../../runtime/dist/args.js";
 import { log, run } from "../../runtime/dist/host.js";
-import { median, printFooter, type Row, ratioOf, round, table, verdict } from "../../runtime/dist/stats.js";
+import {
+  median,
+  printFooter,
+  type Row,
+  ratioOf,
+  round,
+  table,
+  verdict,
+  writeResults,
+} from "../../runtime/dist/stats.js";
 
 /**
  * Trials per minute of Harbor's oracle agent on the example tasks, through Harbor's own docker
@@ -232,9 +241,7 @@ async function main(): Promise<number> {
     });
   }
   console.log(table(rows));
-  const file = join(repo, "bench", "results", `harbor-${startedAt.toISOString().replace(/[:.]/g, "-")}.json`);
-  mkdirSync(dirname(file), { recursive: true });
-  writeFileSync(file, `${JSON.stringify({ machine, config: cfg, jobs, rows, problems }, null, 2)}\n`);
+  const file = await writeResults(repo, "harbor", startedAt, { machine, config: cfg, jobs, rows, problems });
   return printFooter({ file, concurrent, problems, failure });
 }
 

@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { mkdir, rm, writeFile } from "node:fs/promises";
+import { rm } from "node:fs/promises";
 import { cpus, release, totalmem } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { performance } from "node:perf_hooks";
@@ -21,7 +21,7 @@ import {
   stopWriter,
 } from "./snapshot-bench.js";
 import { newTempDir, quickstartWithBulk, smallStack } from "./stacks.js";
-import { printFooter, type Row, ratioOf, round, table, verdict } from "./stats.js";
+import { printFooter, type Row, ratioOf, round, table, verdict, writeResults } from "./stats.js";
 
 const USAGE = `usage: node bench/runtime/run.mjs [--smoke] [--runs N] [--exec-iterations N]
                                   [--only snapshot,fork,exec,memory]
@@ -278,10 +278,7 @@ async function main(): Promise<number> {
     cleanupProblems: problems,
     ...(failure ? { error: failure.message } : {}),
   };
-  const resultsDir = join(repoRoot, "bench", "results");
-  await mkdir(resultsDir, { recursive: true });
-  const file = join(resultsDir, `runtime-${startedAt.toISOString().replace(/[:.]/g, "-")}.json`);
-  await writeFile(file, `${JSON.stringify(out, null, 2)}\n`);
+  const file = await writeResults(repoRoot, "runtime", startedAt, out);
 
   console.log("");
   console.log(

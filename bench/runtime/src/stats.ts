@@ -1,5 +1,22 @@
 /** Medians, ratios and the summary table. Targets are printed next to the numbers, never asserted. */
 
+import { mkdir, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+
+/** Writes a run's raw numbers to bench/results/<name>-<start time>.json; returns the path. */
+export async function writeResults(
+  repoRoot: string,
+  name: string,
+  startedAt: Date,
+  out: unknown,
+): Promise<string> {
+  const dir = join(repoRoot, "bench", "results");
+  await mkdir(dir, { recursive: true });
+  const file = join(dir, `${name}-${startedAt.toISOString().replace(/[:.]/g, "-")}.json`);
+  await writeFile(file, `${JSON.stringify(out, null, 2)}\n`);
+  return file;
+}
+
 export function median(values: number[]): number {
   if (values.length === 0) return Number.NaN;
   const s = [...values].sort((a, b) => a - b);
