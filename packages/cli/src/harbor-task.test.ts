@@ -68,13 +68,35 @@ describe("import harbor", () => {
   it("refuses what it cannot map, in one line naming the file and the key", () => {
     const cases: [string, (dir: string) => void, string][] = [
       [
-        "separate verifier",
-        (d) => writeFileSync(path.join(d, "task.toml"), '[verifier]\nenvironment_mode = "separate"\n'),
+        "unknown verifier mode",
+        (d) => writeFileSync(path.join(d, "task.toml"), '[verifier]\nenvironment_mode = "elsewhere"\n'),
         HarborTaskMessages.unsupported(
           "T/task.toml",
           "verifier.environment_mode",
-          `'separate' (denv's verifier always runs in its own container on a fork; use "shared")`,
+          `'elsewhere' (expected "shared" or "separate")`,
         ),
+      ],
+      [
+        "separate verifier with an environment of its own",
+        (d) => writeFileSync(path.join(d, "task.toml"), '[verifier.environment]\ndocker_image = "v"\n'),
+        "T/task.toml: 'verifier.environment' cannot be mapped: a verifier environment of its own (denv's verifier is the task's image built again)",
+      ],
+      [
+        "separate verifier with an image of its own",
+        (d) => {
+          writeFileSync(path.join(d, "task.toml"), '[verifier]\nenvironment_mode = "separate"\n');
+          writeFileSync(path.join(d, "tests/Dockerfile"), "FROM x\n");
+        },
+        "T/tests/Dockerfile: 'tests/Dockerfile' cannot be mapped: a verifier environment of its own (denv's verifier is the task's image built again)",
+      ],
+      [
+        "separate verifier with a relative artifact",
+        (d) =>
+          writeFileSync(
+            path.join(d, "task.toml"),
+            'artifacts = ["out.txt"]\n[verifier]\nenvironment_mode = "separate"\n',
+          ),
+        `T/task.toml: 'artifacts' cannot be mapped: "out.txt" (a separate verifier's artifacts must be absolute paths)`,
       ],
       [
         "gpus",
@@ -109,6 +131,31 @@ describe("import harbor", () => {
       const out = path.join(tempDir("harbor-out"), "o");
       expect(() => importHarborTask(dir, out, "p", { dir: "T", out: "O" }), name).toThrow(message);
     }
+  });
+
+  it("maps a separate verifier: the artifacts are its submission, put back where the agent left them", () => {
+    const dir = copyTask(hello);
+    writeFileSync(
+      path.join(dir, "task.toml"),
+      'artifacts = ["/app/hello.txt", "/srv/out/"]\n\n[verifier]\nenvironment_mode = "separate"\n',
+    );
+    const out = path.join(tempDir("harbor-out"), "o");
+    importHarborTask(dir, out, "p");
+    const verifier = compose(out)["x-denv"].verifier;
+    expect(verifier.submission).toEqual(["/app/hello.txt", "/srv/out"]);
+    const script = verifier.command[2] as string;
+    expect(script).toContain(
+      "elif [ -e '/submission/app/hello.txt' ]; then cp --preserve=mode,timestamps '/submission/app/hello.txt' '/app/hello.txt'; fi;",
+    );
+    expect(script).toContain(
+      "if [ -d '/submission/srv/out' ]; then mkdir -p '/srv/out' && cp -R --preserve=mode,timestamps '/submission/srv/out'/. '/srv/out'/;",
+    );
+    expect(script.endsWith("exec bash /tests/test.sh")).toBe(true);
+    // /srv exists in both images, owned by the image's user (the workdir /app already is).
+    const dockerfile = readFileSync(path.join(out, "environment/Dockerfile.denv"), "utf8");
+    expect(dockerfile).toContain("mkdir -p '/app' '/srv' /logs/agent");
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: a Dockerfile build argument
+    expect(dockerfile).toContain("chown -R ${DENV_WORKDIR_OWNER}:${DENV_WORKDIR_OWNER} '/app' '/srv';");
   });
 
   it("refuses a non-empty OUT", () => {

@@ -71,7 +71,7 @@ export function dockerfileWorkdir(dockerfile: string): string | undefined {
  * Harbor's folders, and the workdir owned by DENV_WORKDIR_OWNER (the agent in the agent's
  * image, the verifier in the verifier's image, which copies the submission back there).
  */
-export function denvDockerfile(dockerfile: string, workdir: string): string {
+export function denvDockerfile(dockerfile: string, workdir: string, extraDirs: string[] = []): string {
   const users = [
     [AGENT_UID, "agent"],
     [VERIFIER_UID, "verifier"],
@@ -81,7 +81,7 @@ export function denvDockerfile(dockerfile: string, workdir: string): string {
         `getent passwd ${uid} >/dev/null 2>&1 || useradd -m -u ${uid} -U -s /bin/sh ${name} 2>/dev/null || { echo '${name}:x:${uid}:${uid}::/home/${name}:/bin/sh' >> /etc/passwd; echo '${name}:x:${uid}:' >> /etc/group; mkdir -p /home/${name}; chown ${uid}:${uid} /home/${name}; };`,
     )
     .join(" ");
-  const w = `'${workdir.replace(/'/g, "'\\''")}'`;
+  const w = [workdir, ...extraDirs].map((d) => `'${d.replace(/'/g, "'\\''")}'`).join(" ");
   return `${dockerfile.replace(/\n+$/, "")}
 
 # Added by 'denv import harbor': users and Harbor's folders for a non-root agent and verifier.
@@ -92,14 +92,69 @@ WORKDIR ${workdir}
 `;
 }
 
-/** The verifier's command: the agent's workdir (the submission) put back, then Harbor's test.sh. */
-export function verifierCommand(workdir: string): string[] {
-  const sub = `/submission${workdir}`;
-  return [
-    "bash",
-    "-c",
-    `if [ -d '${sub}' ]; then cp -R --preserve=mode,timestamps '${sub}/.' '${workdir}/'; fi; exec bash /tests/test.sh`,
-  ];
+/**
+ * The verifier's command: the submission put back where the agent left it (the workdir, or in
+ * `separate` mode the task's artifacts: a folder's contents into the folder, a file as the
+ * file), then Harbor's test.sh.
+ */
+export function verifierCommand(paths: string[]): string[] {
+  const q = (p: string) => `'${p.replace(/'/g, "'\\''")}'`;
+  const restore = paths.map((p) => {
+    const sub = q(`/submission${p}`);
+    return `if [ -d ${sub} ]; then mkdir -p ${q(p)} && cp -R --preserve=mode,timestamps ${sub}/. ${q(p)}/; elif [ -e ${sub} ]; then cp --preserve=mode,timestamps ${sub} ${q(p)}; fi;`;
+  });
+  return ["bash", "-c", `${restore.join(" ")} exec bash /tests/test.sh`];
+}
+
+/**
+ * What a `separate` verifier receives of the agent's work: the task's `artifacts` (absolute
+ * paths). Undefined for a `shared` verifier.
+ */
+function separateArtifacts(
+  toml: Toml,
+  tomlLabel: string,
+  dir: string,
+  dirLabel: string,
+): string[] | undefined {
+  const verifier = toml.verifier ?? {};
+  const mode = verifier.environment_mode;
+  if (mode !== undefined && mode !== "shared" && mode !== "separate") {
+    throw new CliError(
+      "invalid_request",
+      M.unsupported(
+        tomlLabel,
+        "verifier.environment_mode",
+        `'${String(mode)}' (expected "shared" or "separate")`,
+      ),
+    );
+  }
+  const ownEnvironment = toml["verifier.environment"] !== undefined;
+  if (mode !== "separate" && !ownEnvironment) return undefined;
+  if (ownEnvironment || existsSync(path.join(dir, "tests", "Dockerfile"))) {
+    throw new CliError(
+      "invalid_request",
+      M.unsupported(
+        ownEnvironment ? tomlLabel : `${dirLabel}/tests/Dockerfile`,
+        ownEnvironment ? "verifier.environment" : "tests/Dockerfile",
+        "a verifier environment of its own (denv's verifier is the task's image built again)",
+      ),
+    );
+  }
+  const artifacts = toml[""]?.artifacts ?? [];
+  const paths = Array.isArray(artifacts) ? artifacts : [artifacts];
+  for (const p of paths) {
+    if (typeof p !== "string" || !p.startsWith("/") || p.split("/").includes("..")) {
+      throw new CliError(
+        "invalid_request",
+        M.unsupported(
+          tomlLabel,
+          "artifacts",
+          `${JSON.stringify(p)} (a separate verifier's artifacts must be absolute paths)`,
+        ),
+      );
+    }
+  }
+  return (paths as string[]).map((p) => (p.length > 1 ? p.replace(/\/+$/, "") : p));
 }
 
 function need(file: string, label: string): string {
@@ -152,16 +207,7 @@ export function importHarborTask(
   const verifier = toml.verifier ?? {};
   const agent = toml.agent ?? {};
   const envCfg = toml.environment ?? {};
-  if (verifier.environment_mode !== undefined && verifier.environment_mode !== "shared") {
-    throw new CliError(
-      "invalid_request",
-      M.unsupported(
-        tomlLabel,
-        "verifier.environment_mode",
-        `'${String(verifier.environment_mode)}' (denv's verifier always runs in its own container on a fork; use "shared")`,
-      ),
-    );
-  }
+  const artifacts = separateArtifacts(toml, tomlLabel, dir, labels.dir);
   if (typeof envCfg.gpus === "number" && envCfg.gpus > 0) {
     throw new CliError(
       "invalid_request",
@@ -264,9 +310,14 @@ export function importHarborTask(
     services = { main: {} };
   }
   const workdir = workdirFromToml ?? dockerfileWorkdir(mainDockerfile) ?? DEFAULT_WORKDIR;
+  // In separate mode the artifacts' folders exist in both images, owned by the image's user
+  // (the agent writes them; the verifier puts them back from /submission).
+  const artifactDirs = [...new Set((artifacts ?? []).map((p) => path.posix.dirname(p)))].filter(
+    (d) => d !== "/" && d !== workdir,
+  );
   writeFileSync(
     path.join(out, mainBuild.context, mainBuild.dockerfile),
-    denvDockerfile(mainDockerfile, workdir),
+    denvDockerfile(mainDockerfile, workdir, artifactDirs),
   );
   const main = asRecord(services.main);
   services.main = {
@@ -283,10 +334,10 @@ export function importHarborTask(
     verifier: {
       build: { ...mainBuild, args: { DENV_WORKDIR_OWNER: VERIFIER_UID } },
       user: VERIFIER_UID,
-      command: verifierCommand(workdir),
+      command: verifierCommand(artifacts ?? [workdir]),
       timeout: typeof verifier.timeout_sec === "number" ? Math.ceil(verifier.timeout_sec) : 600,
       tests: "./tests",
-      submission: [workdir],
+      submission: artifacts ?? [workdir],
       ...(Object.keys(verifierEnv).length > 0
         ? { environment: Object.fromEntries(Object.entries(verifierEnv).map(([k, v]) => [k, String(v)])) }
         : {}),

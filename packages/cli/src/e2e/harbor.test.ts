@@ -272,6 +272,39 @@ it("denv import harbor: the imported harbor-hello deploys and denv verify grades
   for (const name of ["solved", "untouched"]) await stack.denv(["env", "destroy", `imported-hello/${name}`]);
 }, 1_200_000);
 
+it("denv import harbor of a separate-mode task: denv's verifier gets the artifacts, 1.0 and 0.0", async () => {
+  const task = path.join(jobsDir, "hello-separate-import");
+  cpSync(path.join(repo, "examples/harbor-hello"), task, { recursive: true });
+  const toml = path.join(task, "task.toml");
+  writeFileSync(
+    toml,
+    readFileSync(toml, "utf8")
+      .replace('schema_version = "1.4"\n', 'schema_version = "1.4"\nartifacts = ["/app/hello.txt"]\n')
+      .replace("[verifier]\n", '[verifier]\nenvironment_mode = "separate"\n'),
+  );
+  const out = path.join(jobsDir, "hello-separate-denv");
+  const imported = await stack.denv(["import", "harbor", task, "--out", out, "--project", "sep-hello"]);
+  expect(imported.code, imported.stderr).toBe(0);
+  expect((await stack.denv(["projects", "create", "sep-hello"])).code).toBe(0);
+  const deployed = await stack.denv(["deploy", out, "--project", "sep-hello", "--env", "alpha"], {
+    timeoutMs: 600_000,
+  });
+  expect(deployed.code, `${deployed.stdout}\n${deployed.stderr}`).toBe(0);
+  for (const name of ["solved", "untouched"]) {
+    expect((await stack.denv(["env", "fork", "sep-hello/alpha", "--name", name])).code).toBe(0);
+  }
+  const solve = readFileSync(path.join(out, "solution/solve.sh"));
+  expect(
+    (await stack.denv(["exec", "-i", "sep-hello/solved", "--", "bash", "-s"], { input: solve })).code,
+  ).toBe(0);
+  const solved = await stack.json<{ status: string; reward: number }>(["verify", "sep-hello/solved"]);
+  expect(solved).toMatchObject({ status: "graded", reward: 1 });
+  const untouched = await stack.json<{ status: string; reward: number }>(["verify", "sep-hello/untouched"]);
+  expect(untouched).toMatchObject({ status: "graded", reward: 0 });
+  for (const name of ["solved", "untouched", "alpha"])
+    await stack.denv(["env", "destroy", `sep-hello/${name}`]);
+}, 900_000);
+
 it("denv export harbor of a project with a database: Harbor's own docker backend gets 1.0", async () => {
   const out = path.join(jobsDir, "shop-denv");
   const imported = await stack.denv([
