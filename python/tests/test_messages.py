@@ -57,3 +57,8 @@ def test_special_file_reasons(py: str, ts: str) -> None:
     match = re.search(rf'\b{ts}: "([^"]*)"', MESSAGES_TS)
     assert match
     assert messages.SPECIAL_FILE_REASONS[py] == match[1]
+
+
+def test_harbor_public_network() -> None:
+    got = messages.harbor_public_network("hello")
+    assert got == render(ts_template("publicNetwork"), task="hello")

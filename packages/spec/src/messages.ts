@@ -324,4 +324,7 @@ export const HarborTaskMessages = {
     `${dir}/environment: no Dockerfile, no docker-compose.yaml and no [environment] docker_image in task.toml`,
   unsupported: (file: string, key: string, reason: string) => `${file}: '${key}' cannot be mapped: ${reason}`,
   notEmpty: (dir: string) => `${dir} is not empty: write into a new or empty directory`,
+  /** denv.harbor refuses a task that asks for internet access (Harbor: enforce it or refuse). */
+  publicNetwork: (task: string) =>
+    `refused: task '${task}' asks for network_mode "public", and an rl-environment has no egress (protection 5); set network_mode = "no-network" in its task.toml, or pass --ek public_network=deny to run it without internet`,
 } as const;

@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import { EgressFindings, Protection, SpecialFileReasons } from "./messages.js";
+import { EgressFindings, HarborTaskMessages, Protection, SpecialFileReasons } from "./messages.js";
 
 const doc = readFileSync(new URL("../../../docs/reference/protections.md", import.meta.url), "utf8");
 
@@ -23,5 +23,9 @@ describe("docs/reference/protections.md lists every exact string", () => {
     expect(doc).toContain(EgressFindings.hostReachable("<service>"));
     expect(doc).toContain(EgressFindings.notInternal("<network>"));
     expect(doc).toContain(EgressFindings.extraNetwork("<service>", "<network>"));
+  });
+
+  it("has the Harbor adapter's refusal of a task that asks for internet access", () => {
+    expect(doc).toContain(HarborTaskMessages.publicNetwork("<task>"));
   });
 });

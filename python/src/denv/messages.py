@@ -82,3 +82,19 @@ def egress_leak(environment: str, finding: str) -> str:
         f"refused: the egress probe of '{environment}' found a way out ({finding}); "
         "the episode does not start (protection 5)"
     )
+
+
+def harbor_public_network(task: str) -> str:
+    """denv.harbor refuses a task that asks for internet access (``HarborTaskMessages``).
+
+    Args:
+        task: The task's name.
+
+    Returns:
+        The exact message.
+    """
+    return (
+        f"refused: task '{task}' asks for network_mode \"public\", and an rl-environment has no "
+        'egress (protection 5); set network_mode = "no-network" in its task.toml, or pass '
+        "--ek public_network=deny to run it without internet"
+    )

@@ -1,6 +1,7 @@
 import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { HarborTaskMessages } from "@denv/spec";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { repo, run, type Stack, startStack } from "./stack.js";
 
@@ -55,13 +56,29 @@ interface TrialResult {
  * or on Harbor's own docker backend (`env: null`); returns the job's trial results. The jobs
  * folder is mounted at its host path, so the docker backend's bind mounts name host paths.
  */
-async function harborRun(
-  job: string,
-  agent: string,
-  o: { task?: string; env?: string | null; mounts?: string[] } = {},
-): Promise<TrialResult[]> {
+interface HarborOptions {
+  task?: string;
+  env?: string | null;
+  mounts?: string[];
+  ek?: string[];
+}
+
+async function harborRun(job: string, agent: string, o: HarborOptions = {}): Promise<TrialResult[]> {
+  const r = await harborProcess(job, agent, o);
+  expect(r.code, `${r.stdout}\n${r.stderr}`).toBe(0);
+  const dir = path.join(jobsDir, job);
+  return readdirSync(dir, { withFileTypes: true })
+    .filter((d) => d.isDirectory())
+    .map((d) => ({
+      ...(JSON.parse(readFileSync(path.join(dir, d.name, "result.json"), "utf8")) as TrialResult),
+      dir: path.join(dir, d.name),
+    }));
+}
+
+/** The `harbor run` process itself (its exit code and output). */
+async function harborProcess(job: string, agent: string, o: HarborOptions = {}) {
   const env = o.env === undefined ? "denv.harbor:DenvEnvironment" : o.env;
-  const r = await run(
+  return run(
     "docker",
     [
       "run",
@@ -87,6 +104,7 @@ async function harborRun(
       "--agent",
       agent,
       ...(env === null ? [] : ["--env", env]),
+      ...(o.ek ?? []).flatMap((kv) => ["--ek", kv]),
       "--jobs-dir",
       jobsDir,
       "--job-name",
@@ -97,14 +115,6 @@ async function harborRun(
     process.env,
     { timeoutMs: 900_000 },
   );
-  expect(r.code, `${r.stdout}\n${r.stderr}`).toBe(0);
-  const dir = path.join(jobsDir, job);
-  return readdirSync(dir, { withFileTypes: true })
-    .filter((d) => d.isDirectory())
-    .map((d) => ({
-      ...(JSON.parse(readFileSync(path.join(dir, d.name, "result.json"), "utf8")) as TrialResult),
-      dir: path.join(dir, d.name),
-    }));
 }
 
 interface Deployment {
@@ -208,6 +218,28 @@ it("separate mode: the verifier's environment is a fresh fork where every comman
     .reverse();
   expect(verifierKinds).toEqual(["deploy", "fork", "destroy"]);
 }, 900_000);
+
+it("a task that asks for internet access is refused before anything is deployed, or run without it on request", async () => {
+  const task = path.join(jobsDir, "hello-public");
+  cpSync(path.join(repo, "examples/harbor-hello"), task, { recursive: true });
+  const toml = path.join(task, "task.toml");
+  writeFileSync(
+    toml,
+    readFileSync(toml, "utf8").replace('network_mode = "no-network"', 'network_mode = "public"'),
+  );
+  // Harbor builds the environment before the trial starts: the refusal ends the job.
+  const refused = await harborProcess("public-refused", "oracle", { task });
+  expect(refused.code).not.toBe(0);
+  const said = `${refused.stdout}${refused.stderr}`.replace(/[│\s]+/g, " ");
+  expect(said).toContain(HarborTaskMessages.publicNetwork("hello-public").replace(/\s+/g, " "));
+  const project = await fetch(`${stack.url}/v1/projects/harbor-hello-public`, {
+    headers: { authorization: `Bearer ${stack.token}` },
+  });
+  expect(project.status).toBe(404);
+  const denied = await harborRun("public-denied", "oracle", { task, ek: ["public_network=deny"] });
+  expect(denied[0]?.exception_info ?? null).toBeNull();
+  expect(denied[0]?.verifier_result?.rewards).toEqual({ reward: 1 });
+}, 600_000);
 
 it("a Harbor task with a loaded PostgreSQL service: the oracle gets 1.0 twice, the second trial forks", async () => {
   const project = "harbor-harbor-shop";
@@ -328,7 +360,7 @@ it("denv export harbor of a project with a database: Harbor's own docker backend
   const toml = path.join(task, "task.toml");
   writeFileSync(
     toml,
-    `${readFileSync(toml, "utf8").replace("[environment]\n", '[environment]\nnetwork_mode = "public"\n')}`,
+    readFileSync(toml, "utf8").replace('network_mode = "no-network"', 'network_mode = "public"'),
   );
   const trials = await harborRun("shop-exported", "oracle", { task, env: null });
   expect(trials[0]?.exception_info ?? null).toBeNull();

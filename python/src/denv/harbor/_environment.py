@@ -37,6 +37,7 @@ from .._async_client import AsyncClient
 from .._config import load_config
 from .._errors import DenvError, NotFoundError
 from .._models import Environment
+from ..messages import harbor_public_network
 from ._deploy import ensure_deployed
 from ._files import extract_contents, tar_dir
 from ._task import (
@@ -58,6 +59,8 @@ _VERIFIER_SESSION_MARK = "__verifier__"
 #: Where only the verifier writes; other uploads to a separate verifier's sandbox are the
 #: agent's artifacts.
 _VERIFIER_PATHS = (TESTS_DIR, VERIFIER_LOGS)
+#: ``--ek public_network=``: what to do with a task that asks for internet access.
+_PUBLIC_NETWORK = ("refuse", "deny")
 
 
 class DenvEnvironment(BaseEnvironment):  # type: ignore[misc]
@@ -65,7 +68,9 @@ class DenvEnvironment(BaseEnvironment):  # type: ignore[misc]
 
     Options (``--ek key=value``): ``url``, ``token`` (default: ``DENV_URL``/``DENV_TOKEN`` or
     ``~/.config/denv/config.json``), ``project`` (default ``harbor-<task name>``),
-    ``ttl_sec`` (sandbox TTL, default 3600), ``verifier_user`` (default ``1001``).
+    ``ttl_sec`` (sandbox TTL, default 3600), ``verifier_user`` (default ``1001``),
+    ``public_network`` (``refuse``, the default: a task asking for ``network_mode = "public"``
+    is refused before anything is deployed; ``deny``: it runs without internet, with a warning).
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -74,6 +79,12 @@ class DenvEnvironment(BaseEnvironment):  # type: ignore[misc]
         self._project_opt = _opt(kwargs.pop("project", None))
         self._ttl_sec = int(kwargs.pop("ttl_sec", 3600))
         self._verifier_user = str(kwargs.pop("verifier_user", VERIFIER_UID))
+        self._public_network = str(kwargs.pop("public_network", "refuse"))
+        if self._public_network not in _PUBLIC_NETWORK:
+            raise ValueError(
+                f"public_network={self._public_network!r}: expected one of "
+                f"{', '.join(_PUBLIC_NETWORK)}"
+            )
         self._client: AsyncClient | None = None
         self._sandbox: Environment | None = None
         self._verifier: Environment | None = None
@@ -110,6 +121,8 @@ class DenvEnvironment(BaseEnvironment):  # type: ignore[misc]
             agent_dirs=agent_dirs,
         )
         if self.network_policy.network_mode == NetworkMode.PUBLIC:
+            if self._public_network == "refuse":
+                raise ValueError(harbor_public_network(self.environment_name))
             self.logger.warning(
                 "denv denies egress: task %s asks for network_mode=public and runs without "
                 "internet access",
