@@ -131,6 +131,28 @@ async function deployments(project = PROJECT): Promise<Deployment[]> {
   return ((await res.json()) as { deployments: Deployment[] }).deployments;
 }
 
+/** Writes TASK/task.toml through `edit`. */
+function editToml(task: string, edit: (toml: string) => string): void {
+  const toml = path.join(task, "task.toml");
+  writeFileSync(toml, edit(readFileSync(toml, "utf8")));
+}
+
+/** Copies a task folder to `to` and edits its task.toml. */
+function copyTask(from: string, to: string, edit: (toml: string) => string): void {
+  cpSync(from, to, { recursive: true });
+  editToml(to, edit);
+}
+
+/** Harbor's separate verifier mode, grading /app/hello.txt as the one artifact. */
+const separateMode = (toml: string) =>
+  toml
+    .replace('schema_version = "1.4"\n', 'schema_version = "1.4"\nartifacts = ["/app/hello.txt"]\n')
+    .replace("[verifier]\n", '[verifier]\nenvironment_mode = "separate"\n');
+
+/** A task that asks for internet access (also how Harbor's docker backend can run it here). */
+const publicNetwork = (toml: string) =>
+  toml.replace('network_mode = "no-network"', 'network_mode = "public"');
+
 const count = (deps: Deployment[], kind: string) => deps.filter((d) => d.kind === kind).length;
 
 it("harbor run with the oracle agent on denv gets reward 1.0, twice, deploying once", async () => {
@@ -175,14 +197,7 @@ it("separate mode: the verifier's environment is a fresh fork where every comman
   // examples/harbor-hello with `environment_mode = "separate"`: the verifier gets a second
   // environment and, as Harbor specifies, sees the agent's work only as declared artifacts.
   const task = path.join(jobsDir, "hello-separate");
-  cpSync(path.join(repo, "examples/harbor-hello"), task, { recursive: true });
-  const toml = path.join(task, "task.toml");
-  writeFileSync(
-    toml,
-    readFileSync(toml, "utf8")
-      .replace('schema_version = "1.4"\n', 'schema_version = "1.4"\nartifacts = ["/app/hello.txt"]\n')
-      .replace("[verifier]\n", '[verifier]\nenvironment_mode = "separate"\n'),
-  );
+  copyTask(path.join(repo, "examples/harbor-hello"), task, separateMode);
   const testSh = path.join(task, "tests/test.sh");
   writeFileSync(testSh, `${readFileSync(testSh, "utf8")}id -u > /logs/verifier/uid.txt\n`);
   const project = "harbor-hello-separate";
@@ -221,12 +236,7 @@ it("separate mode: the verifier's environment is a fresh fork where every comman
 
 it("a task that asks for internet access is refused before anything is deployed, or run without it on request", async () => {
   const task = path.join(jobsDir, "hello-public");
-  cpSync(path.join(repo, "examples/harbor-hello"), task, { recursive: true });
-  const toml = path.join(task, "task.toml");
-  writeFileSync(
-    toml,
-    readFileSync(toml, "utf8").replace('network_mode = "no-network"', 'network_mode = "public"'),
-  );
+  copyTask(path.join(repo, "examples/harbor-hello"), task, publicNetwork);
   // Harbor builds the environment before the trial starts: the refusal ends the job.
   const refused = await harborProcess("public-refused", "oracle", { task });
   expect(refused.code).not.toBe(0);
@@ -293,11 +303,7 @@ it("denv import harbor: the imported harbor-hello deploys and denv verify grades
   expect(exported.code, exported.stderr).toBe(0);
   // Harbor's docker backend enforces network_mode = "no-network" only with its egress-control
   // sidecar, which needs kernel support this test machine lacks: run the exported task as public.
-  const toml = path.join(task, "task.toml");
-  writeFileSync(
-    toml,
-    readFileSync(toml, "utf8").replace('network_mode = "no-network"', 'network_mode = "public"'),
-  );
+  editToml(task, publicNetwork);
   const trials = await harborRun("exported-1", "oracle", { task, env: null });
   expect(trials[0]?.exception_info ?? null).toBeNull();
   expect(trials[0]?.verifier_result?.rewards).toEqual({ reward: 1 });
@@ -306,14 +312,7 @@ it("denv import harbor: the imported harbor-hello deploys and denv verify grades
 
 it("denv import harbor of a separate-mode task: denv's verifier gets the artifacts, 1.0 and 0.0", async () => {
   const task = path.join(jobsDir, "hello-separate-import");
-  cpSync(path.join(repo, "examples/harbor-hello"), task, { recursive: true });
-  const toml = path.join(task, "task.toml");
-  writeFileSync(
-    toml,
-    readFileSync(toml, "utf8")
-      .replace('schema_version = "1.4"\n', 'schema_version = "1.4"\nartifacts = ["/app/hello.txt"]\n')
-      .replace("[verifier]\n", '[verifier]\nenvironment_mode = "separate"\n'),
-  );
+  copyTask(path.join(repo, "examples/harbor-hello"), task, separateMode);
   const out = path.join(jobsDir, "hello-separate-denv");
   const imported = await stack.denv(["import", "harbor", task, "--out", out, "--project", "sep-hello"]);
   expect(imported.code, imported.stderr).toBe(0);
@@ -357,11 +356,7 @@ it("denv export harbor of a project with a database: Harbor's own docker backend
   expect(exported.code, exported.stderr).toBe(0);
   // Harbor merges environment/docker-compose.yaml (main + the database) over its own; as above,
   // the docker backend runs it as public (no egress-control sidecar on this machine).
-  const toml = path.join(task, "task.toml");
-  writeFileSync(
-    toml,
-    readFileSync(toml, "utf8").replace('network_mode = "no-network"', 'network_mode = "public"'),
-  );
+  editToml(task, publicNetwork);
   const trials = await harborRun("shop-exported", "oracle", { task, env: null });
   expect(trials[0]?.exception_info ?? null).toBeNull();
   expect(trials[0]?.verifier_result?.rewards).toEqual({ reward: 1 });
