@@ -7,6 +7,7 @@ import pytest
 
 import denv
 from conftest import REPO
+from denv import _errors as denv_errors
 from denv._errors import ERROR_CLASSES, ERROR_STATUS, error_from_body
 from fakecp import FakeControlPlane
 
@@ -39,9 +40,28 @@ def test_class_names() -> None:
     assert ERROR_CLASSES["special_file"] is denv.SpecialFileError
     assert ERROR_CLASSES["egress_leak"] is denv.EgressLeakError
     assert ERROR_CLASSES["not_found"] is denv.NotFoundError
-    assert ERROR_CLASSES["timeout"] is denv.TimeoutError
-    assert issubclass(denv.TimeoutError, builtins.TimeoutError)
-    assert issubclass(denv.ConnectionError, builtins.ConnectionError)
+    assert ERROR_CLASSES["timeout"] is denv.DenvTimeoutError
+    assert issubclass(denv.DenvTimeoutError, builtins.TimeoutError)
+    assert issubclass(denv.DenvConnectionError, builtins.ConnectionError)
+
+
+def test_no_error_class_shadows_a_builtin() -> None:
+    # `from denv import *` (or `from denv._errors import ...`) must leave the built-ins alone.
+    assert denv.DenvTimeoutError is not builtins.TimeoutError
+    assert denv.DenvConnectionError is not builtins.ConnectionError
+    for old in ("TimeoutError", "ConnectionError"):
+        assert not hasattr(denv, old)
+        assert old not in denv.__all__
+    builtin_names = set(dir(builtins))
+    for module in (denv, denv_errors):
+        shadowing = [
+            name
+            for name, value in vars(module).items()
+            if isinstance(value, type)
+            and issubclass(value, BaseException)
+            and name in builtin_names
+        ]
+        assert shadowing == [], module.__name__
 
 
 def test_unknown_code_keeps_the_code() -> None:
@@ -94,7 +114,7 @@ def test_unreachable_control_plane_names_the_url() -> None:
 
     with (
         denv.Client("http://127.0.0.1:9", "t", transport=httpx.MockTransport(refuse)) as client,
-        pytest.raises(denv.ConnectionError) as caught,
+        pytest.raises(denv.DenvConnectionError) as caught,
     ):
         client.health()
     assert "http://127.0.0.1:9" in str(caught.value)
@@ -111,7 +131,7 @@ def test_unreachable_over_a_real_socket() -> None:
     # Nothing listens on the port any more.
     with (
         denv.Client(f"http://127.0.0.1:{port}", "t") as client,
-        pytest.raises(denv.ConnectionError, match=str(port)),
+        pytest.raises(denv.DenvConnectionError, match=str(port)),
     ):
         client.health()
 
@@ -122,6 +142,6 @@ def test_read_timeout_is_a_timeout_error() -> None:
 
     with (
         denv.Client("http://cp", "t", transport=httpx.MockTransport(slow)) as client,
-        pytest.raises(denv.TimeoutError),
+        pytest.raises(denv.DenvTimeoutError),
     ):
         client.whoami()

@@ -151,7 +151,7 @@ def test_unreachable_stream() -> None:
         port = s.getsockname()[1]
     with (
         denv.Client(f"http://127.0.0.1:{port}", TOKEN) as client,
-        pytest.raises(denv.ConnectionError),
+        pytest.raises(denv.DenvConnectionError),
     ):
         client.exec_stream("shop/alpha", ["cat"])
 

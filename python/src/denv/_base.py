@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import builtins
 import json
 import os
 import posixpath
@@ -18,9 +17,9 @@ from pydantic import BaseModel
 from ._config import Config, load_config
 from ._errors import (
     DenvError,
+    DenvTimeoutError,
     InternalError,
     InvalidRequestError,
-    TimeoutError,
     error_for,
     error_from_body,
     unreachable,
@@ -273,15 +272,18 @@ def mapped_transport_errors(url: str, what: str) -> Iterator[None]:
         Nothing; the body runs inside.
 
     Raises:
-        ConnectionError: The control plane could not be reached (or dropped the connection).
-        TimeoutError: It did not answer in time.
+        DenvConnectionError: The control plane could not be reached (or dropped the
+            connection).
+        DenvTimeoutError: It did not answer in time.
     """
     try:
         yield
     except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
         raise unreachable(url, exc) from exc
     except httpx.TimeoutException as exc:
-        raise TimeoutError(f"{what}: no answer from {url} in time ({type(exc).__name__})") from exc
+        raise DenvTimeoutError(
+            f"{what}: no answer from {url} in time ({type(exc).__name__})"
+        ) from exc
     except httpx.TransportError as exc:
         raise unreachable(url, exc) from exc
 
@@ -489,6 +491,6 @@ class ClientBase:
             return error_from_body(
                 exc.response.status_code, bytes(exc.response.body), what=f"GET {path}"
             )
-        if isinstance(exc, builtins.TimeoutError):
-            return TimeoutError(f"GET {path}: no WebSocket handshake from {self._url} in time")
+        if isinstance(exc, TimeoutError):
+            return DenvTimeoutError(f"GET {path}: no WebSocket handshake from {self._url} in time")
         return unreachable(self._url, exc)

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import builtins
 import json
 import os
 import posixpath
@@ -49,10 +48,10 @@ from ._base import (
     ws_url,
 )
 from ._errors import (
+    DenvTimeoutError,
     InternalError,
     InvalidRequestError,
     NotFoundError,
-    TimeoutError,
     error_from_response,
 )
 from ._exec import ExecResult, as_bytes, decode_exec_response, exec_request, request_size
@@ -173,7 +172,7 @@ class Client(ClientBase):
                 open_timeout=self._timeout,
                 close_timeout=5,
             )
-        except (OSError, InvalidHandshake, builtins.TimeoutError) as exc:
+        except (OSError, InvalidHandshake, TimeoutError) as exc:
             raise self._ws_error(path, exc) from exc
         # websockets >= 17.1 wants connections entered as context managers; a tunnel
         # outlives this call, so it is entered here and closed by its owner.
@@ -206,7 +205,7 @@ class Client(ClientBase):
             True when it answered ``{"ok": true}``.
 
         Raises:
-            ConnectionError: The control plane could not be reached.
+            DenvConnectionError: The control plane could not be reached.
         """
         data = self._get_json("/healthz")
         return bool(isinstance(data, dict) and data.get("ok"))
@@ -397,7 +396,7 @@ class Client(ClientBase):
 
         Raises:
             NotFoundError: No such deployment.
-            TimeoutError: No event came within ``timeout``.
+            DenvTimeoutError: No event came within ``timeout``.
         """
         path = f"/v1/deployments/{q(deployment_id)}/log"
         with (
@@ -445,7 +444,7 @@ class Client(ClientBase):
             The finished deployment.
 
         Raises:
-            TimeoutError: It did not finish within ``timeout``.
+            DenvTimeoutError: It did not finish within ``timeout``.
             DenvError: It failed and ``check`` is set (its code's subclass).
         """
         dep_id = deployment.id if isinstance(deployment, Deployment) else deployment
@@ -460,10 +459,11 @@ class Client(ClientBase):
                         _notify(on_event, event)
                     if event.type == "done" and event.deployment is not None:
                         final = event.deployment
-            except (TimeoutError, ConnectionError) as exc:
-                timed_out = isinstance(exc, TimeoutError) and deadline is not None
+            # The built-in ConnectionError: DenvConnectionError and any other dropped stream.
+            except (DenvTimeoutError, ConnectionError) as exc:
+                timed_out = isinstance(exc, DenvTimeoutError) and deadline is not None
                 if timed_out and deadline is not None and time.monotonic() >= deadline:
-                    raise TimeoutError(
+                    raise DenvTimeoutError(
                         f"deployment {dep_id} did not finish within {timeout} s"
                     ) from exc
                 attempt += 1
@@ -474,7 +474,7 @@ class Client(ClientBase):
             if final.finished:
                 break
             if deadline is not None and time.monotonic() >= deadline:
-                raise TimeoutError(f"deployment {dep_id} did not finish within {timeout} s")
+                raise DenvTimeoutError(f"deployment {dep_id} did not finish within {timeout} s")
             time.sleep(min(0.5 * (attempt + 1), 5.0))
         if check:
             final.raise_for_status()

@@ -2,12 +2,13 @@
 
 The codes and their HTTP statuses mirror ``packages/spec/src/errors.ts``; the control plane
 answers every error with ``{"error": {"code", "message", "details?"}}`` and
-:func:`error_from_response` turns that into the matching subclass.
+:func:`error_from_response` turns that into the matching subclass. A class whose plain name
+would be a built-in exception's carries the ``Denv`` prefix (``DenvTimeoutError``) and also
+subclasses that built-in, so ``except TimeoutError`` still catches it.
 """
 
 from __future__ import annotations
 
-import builtins
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -132,7 +133,7 @@ class AgentSurvivedError(DenvError):
     default_code = "agent_survived"
 
 
-class TimeoutError(DenvError, builtins.TimeoutError):
+class DenvTimeoutError(DenvError, TimeoutError):
     """An operation ran out of time (``timeout``); also a built-in ``TimeoutError``."""
 
     default_code = "timeout"
@@ -162,7 +163,7 @@ class InternalError(DenvError):
     default_code = "internal"
 
 
-class ConnectionError(DenvError, builtins.ConnectionError):
+class DenvConnectionError(DenvError, ConnectionError):
     """The control plane could not be reached; the message names the URL tried.
 
     Also a built-in ``ConnectionError``. ``status`` is 0: nothing answered.
@@ -185,7 +186,7 @@ ERROR_CLASSES: dict[str, type[DenvError]] = {
     "egress_leak": EgressLeakError,
     "verifier_failed": VerifierFailedError,
     "agent_survived": AgentSurvivedError,
-    "timeout": TimeoutError,
+    "timeout": DenvTimeoutError,
     "docker": DockerError,
     "unauthorized": UnauthorizedError,
     "forbidden": ForbiddenError,
@@ -276,7 +277,7 @@ def error_from_response(response: httpx.Response) -> DenvError:
     return error_from_body(response.status_code, response.content, what=what)
 
 
-def unreachable(url: str, exc: BaseException) -> ConnectionError:
+def unreachable(url: str, exc: BaseException) -> DenvConnectionError:
     """The error for a control plane that could not be reached.
 
     Args:
@@ -284,10 +285,10 @@ def unreachable(url: str, exc: BaseException) -> ConnectionError:
         exc: The transport error.
 
     Returns:
-        A :class:`ConnectionError` naming the URL.
+        A :class:`DenvConnectionError` naming the URL.
     """
     reason = str(exc) or type(exc).__name__
-    return ConnectionError(
+    return DenvConnectionError(
         f"cannot reach the denv control plane at {url}: {reason} "
         "(check DENV_URL, the url in ~/.config/denv/config.json, or that denv-cp is running)",
         url=url,

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from .._client import Client
-from .._errors import ConfigError, ConnectionError, DenvError, NotFoundError
+from .._errors import ConfigError, DenvConnectionError, DenvError, NotFoundError
 from ._support import DenvSandbox
 
 
@@ -70,7 +70,7 @@ def denv_client(request: pytest.FixtureRequest) -> Iterator[Client]:
     with client:
         try:
             client.health()
-        except ConnectionError as exc:
+        except DenvConnectionError as exc:
             pytest.fail(str(exc))
         yield client
 

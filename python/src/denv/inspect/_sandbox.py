@@ -33,10 +33,10 @@ from inspect_ai.util import (
 from pydantic import BaseModel
 from typing_extensions import override
 
-from .. import _errors
 from .._async_client import AsyncClient
 from .._errors import (
     AgentRootError,
+    DenvConnectionError,
     DenvError,
     DockerError,
     ForbiddenError,
@@ -100,7 +100,7 @@ def _unavailable(sandbox_id: str) -> Iterator[None]:
         yield
     except AgentRootError as exc:
         raise SandboxUserUnsupportedError(str(exc)) from exc
-    except (_errors.ConnectionError, NotFoundError, DockerError) as exc:
+    except (DenvConnectionError, NotFoundError, DockerError) as exc:
         raise SandboxUnavailableError(f"denv sandbox {sandbox_id} cannot execute: {exc}") from exc
 
 
@@ -529,7 +529,7 @@ class DenvSandboxEnvironment(SandboxEnvironment):
             if isinstance(exc, ForbiddenError):
                 raise PermissionError(errno.EACCES, "Permission denied", file) from exc
             raise
-        except _errors.ConnectionError as exc:
+        except DenvConnectionError as exc:
             raise SandboxUnavailableError(str(exc)) from exc
         head: TarHead | None = first_entry(bytes(archive))
         if head is None:

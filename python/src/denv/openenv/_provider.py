@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import builtins
 import contextlib
 import logging
 import os
@@ -219,7 +218,7 @@ class DenvProvider(ContainerProvider):  # type: ignore[misc,unused-ignore]
                 except httpx.HTTPError as exc:
                     last = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
                 if time.monotonic() >= deadline:
-                    raise builtins.TimeoutError(
+                    raise TimeoutError(
                         f"{base_url}/health did not answer 200 within {timeout_s:g}s ({last})"
                     )
                 time.sleep(0.25)
