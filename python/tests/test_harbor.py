@@ -4,6 +4,7 @@ it deploys, the folder transfers, and the command the docs show (the e2e test ru
 from __future__ import annotations
 
 import io
+import re
 import tarfile
 from pathlib import Path
 
@@ -11,8 +12,9 @@ import pytest
 import yaml
 
 from conftest import REPO
-from denv.harbor import project_name, task_source
+from denv.harbor import DenvHarborOptions, project_name, task_source
 from denv.harbor._files import extract_contents, tar_dir
+from denv.harbor._options import parse_ek_options
 from denv.harbor._task import artifact_parents, dockerfile_workdir, is_root, prepare_script
 
 HELLO = REPO / "examples" / "harbor-hello"
@@ -123,3 +125,50 @@ def test_archive_hash_is_stable_and_follows_content(tmp_path: Path) -> None:
     assert archive_sha256(first) == archive_sha256(task_source(tmp_path, "p"))
     (tmp_path / "Dockerfile").write_text("FROM debian:trixie-slim\n")
     assert archive_sha256(task_source(tmp_path, "p")) != archive_sha256(first)
+
+
+# ---------------------------------------------------------------------------- options (--ek)
+
+
+def test_options_defaults_and_ek_values() -> None:
+    assert parse_ek_options(DenvHarborOptions, None) == DenvHarborOptions(
+        url=None, token=None, project=None, ttl_sec=3600, verifier_user="1001"
+    )
+    # Harbor's --ek parses values as JSON: numbers arrive as numbers, text as text.
+    opts = parse_ek_options(
+        DenvHarborOptions,
+        {"url": "http://cp:7070", "token": "", "project": "", "ttl_sec": "60"}
+        | {"verifier_user": 1234, "public_network": "deny"},
+    )
+    assert (opts.url, opts.token, opts.project) == ("http://cp:7070", None, None)
+    assert (opts.ttl_sec, opts.verifier_user, opts.public_network) == (60, "1234", "deny")
+    assert "token" not in repr(parse_ek_options(DenvHarborOptions, {"token": "s3cret"}))
+
+
+def test_an_unknown_option_is_refused_in_one_line_naming_it() -> None:
+    with pytest.raises(ValueError, match="unknown option 'ttl'") as caught:
+        parse_ek_options(DenvHarborOptions, {"ttl": 60})
+    assert str(caught.value) == (
+        "denv.harbor:DenvEnvironment --ek: unknown option 'ttl' "
+        "(the options: url, token, project, ttl_sec, verifier_user, public_network)"
+    )
+
+
+def test_a_value_that_does_not_fit_is_refused_in_one_line() -> None:
+    with pytest.raises(ValueError, match="public_network") as caught:
+        parse_ek_options(DenvHarborOptions, {"public_network": "allow"})
+    assert str(caught.value) == (
+        "denv.harbor:DenvEnvironment --ek: public_network='allow': expected one of refuse, deny"
+    )
+    with pytest.raises(ValueError, match=r"ttl_sec='soon': .*integer") as caught:
+        parse_ek_options(DenvHarborOptions, {"ttl_sec": "soon", "token": ["s3cret"]})
+    assert "\n" not in str(caught.value)
+    assert "token=***" in str(caught.value) and "s3cret" not in str(caught.value)
+
+
+def test_docs_list_every_option() -> None:
+    page = (REPO / "docs" / "how-to" / "harbor.md").read_text()
+    table = page[page.index("Options go through `--ek key=value`") :].split("\n\n")[1]
+    first_cells = re.findall(r"^\| ([^|]+)\|", table, flags=re.M)[2:]  # after the header
+    listed = {name for cell in first_cells for name in re.findall(r"`(\w+)`", cell)}
+    assert listed == set(DenvHarborOptions.model_fields)

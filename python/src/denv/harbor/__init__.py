@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._options import DenvHarborOptions
 from ._task import TaskSource, project_name, task_source
 
-__all__ = ["DenvEnvironment", "TaskSource", "project_name", "task_source"]
+__all__ = ["DenvEnvironment", "DenvHarborOptions", "TaskSource", "project_name", "task_source"]
 
 
 def __getattr__(name: str) -> Any:

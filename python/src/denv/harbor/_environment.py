@@ -31,6 +31,7 @@ from harbor.environments.base import (  # type: ignore[import-not-found]
 from harbor.environments.capabilities import (  # type: ignore[import-not-found]
     EnvironmentCapabilities,
 )
+from harbor.environments.options import EnvironmentOptions  # type: ignore[import-not-found]
 from harbor.models.task.config import NetworkMode  # type: ignore[import-not-found]
 
 from .._async_client import AsyncClient
@@ -40,10 +41,10 @@ from .._models import Environment
 from ..messages import harbor_public_network
 from ._deploy import ensure_deployed
 from ._files import extract_contents, tar_dir
+from ._options import DenvHarborOptions, parse_ek_options
 from ._task import (
     TESTS_DIR,
     VERIFIER_LOGS,
-    VERIFIER_UID,
     TaskSource,
     artifact_parents,
     is_root,
@@ -59,32 +60,43 @@ _VERIFIER_SESSION_MARK = "__verifier__"
 #: Where only the verifier writes; other uploads to a separate verifier's sandbox are the
 #: agent's artifacts.
 _VERIFIER_PATHS = (TESTS_DIR, VERIFIER_LOGS)
-#: ``--ek public_network=``: what to do with a task that asks for internet access.
-_PUBLIC_NETWORK = ("refuse", "deny")
+
+
+class DenvEnvironmentOptions(DenvHarborOptions, EnvironmentOptions):  # type: ignore[misc]
+    """denv's options (:class:`DenvHarborOptions`) and those Harbor gives every environment."""
 
 
 class DenvEnvironment(BaseEnvironment):  # type: ignore[misc]
     """Harbor's ``BaseEnvironment`` on denv (``--env denv.harbor:DenvEnvironment``).
 
-    Options (``--ek key=value``): ``url``, ``token`` (default: ``DENV_URL``/``DENV_TOKEN`` or
-    ``~/.config/denv/config.json``), ``project`` (default ``harbor-<task name>``),
-    ``ttl_sec`` (sandbox TTL, default 3600), ``verifier_user`` (default ``1001``),
-    ``public_network`` (``refuse``, the default: a task asking for ``network_mode = "public"``
-    is refused before anything is deployed; ``deny``: it runs without internet, with a warning).
+    Options (``--ek key=value``): :class:`DenvHarborOptions` (``url``, ``token``,
+    ``project``, ``ttl_sec``, ``verifier_user``, ``public_network``), through Harbor's own
+    ``options_model``: its preflight checks them before any trial is queued, and
+    ``BaseEnvironment.__init__`` parses them once into ``self.options``, both with
+    :meth:`parse_options` (an unknown option is refused in one line naming it).
     """
 
+    options_model = DenvEnvironmentOptions
+    options: DenvEnvironmentOptions
+
+    @classmethod
+    def parse_options(cls, kwargs: dict[str, Any] | None = None) -> DenvEnvironmentOptions:
+        """Parses the ``--ek`` options (Harbor's runtime inputs are not among them).
+
+        Args:
+            kwargs: The options.
+
+        Returns:
+            The options.
+
+        Raises:
+            ValueError: An unknown option, or a value that does not fit (one line naming it).
+        """
+        return parse_ek_options(DenvEnvironmentOptions, kwargs)
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self._url_opt = _opt(kwargs.pop("url", None))
-        self._token_opt = _opt(kwargs.pop("token", None))
-        self._project_opt = _opt(kwargs.pop("project", None))
-        self._ttl_sec = int(kwargs.pop("ttl_sec", 3600))
-        self._verifier_user = str(kwargs.pop("verifier_user", VERIFIER_UID))
-        self._public_network = str(kwargs.pop("public_network", "refuse"))
-        if self._public_network not in _PUBLIC_NETWORK:
-            raise ValueError(
-                f"public_network={self._public_network!r}: expected one of "
-                f"{', '.join(_PUBLIC_NETWORK)}"
-            )
+        # A separate verifier with an image of its own deploys a project of its own.
+        self._verifier_project: str | None = None
         self._client: AsyncClient | None = None
         self._sandbox: Environment | None = None
         self._verifier: Environment | None = None
@@ -105,11 +117,11 @@ class DenvEnvironment(BaseEnvironment):  # type: ignore[misc]
         return EnvironmentCapabilities(docker_compose=True, disable_internet=True)
 
     def _validate_definition(self) -> None:
-        # Runs inside BaseEnvironment.__init__, after it set session_id.
+        # Runs inside BaseEnvironment.__init__, after it set session_id and self.options.
         if self.is_separate_verifier and not getattr(self, "_enable_environment_dir_upload", True):
             # A verifier image of its own (tests/Dockerfile): a project of its own.
-            base = self._project_opt or project_name(self.environment_name)
-            self._project_opt = f"{base}-verifier"
+            base = self.options.project or project_name(self.environment_name)
+            self._verifier_project = f"{base}-verifier"
             agent_dirs = artifact_parents(Path(self.environment_dir))
         else:
             agent_dirs = ()
@@ -121,7 +133,7 @@ class DenvEnvironment(BaseEnvironment):  # type: ignore[misc]
             agent_dirs=agent_dirs,
         )
         if self.network_policy.network_mode == NetworkMode.PUBLIC:
-            if self._public_network == "refuse":
+            if self.options.public_network == "refuse":
                 raise ValueError(harbor_public_network(self.environment_name))
             self.logger.warning(
                 "denv denies egress: task %s asks for network_mode=public and runs without "
@@ -132,7 +144,7 @@ class DenvEnvironment(BaseEnvironment):  # type: ignore[misc]
     @property
     def project(self) -> str:
         """The denv project of this task."""
-        return self._project_opt or project_name(self.environment_name)
+        return self._verifier_project or self.options.project or project_name(self.environment_name)
 
     @property
     def sandbox(self) -> Environment | None:
@@ -157,7 +169,7 @@ class DenvEnvironment(BaseEnvironment):  # type: ignore[misc]
 
     async def start(self, force_build: bool) -> None:
         """Deploys the task's environment when its content changed, then forks a sandbox."""
-        conf = load_config(self._url_opt, self._token_opt, self.project)
+        conf = load_config(self.options.url, self.options.token, self.project)
         url = conf.require_url()
         assert self._source is not None
         self._client = AsyncClient(url, conf.token, self.project)
@@ -165,7 +177,7 @@ class DenvEnvironment(BaseEnvironment):  # type: ignore[misc]
             self._client, url, self.project, self._source, force=force_build
         )
         self._sandbox = await self._client.create_sandbox(
-            self.project, version=version, ttl_sec=self._ttl_sec
+            self.project, version=version, ttl_sec=self.options.ttl_sec
         )
         role = "verifier" if self.is_separate_verifier else "trial"
         self.logger.info("denv: %s sandbox %s (fork of %s)", role, self._sandbox.id, version)
@@ -207,14 +219,14 @@ class DenvEnvironment(BaseEnvironment):  # type: ignore[misc]
         if self._client is None or self._sandbox is None:
             raise RuntimeError("denv environment is not started")
         if self._verifier is not None:
-            return self._client, self._verifier, self._verifier_user
+            return self._client, self._verifier, self.options.verifier_user
         return self._client, self._sandbox, None
 
     def _user(self, user: str | int | None) -> str | None:
         resolved = self._resolve_user(user)
         if self._verifier is not None or self.is_separate_verifier:
             # Every command of the verifier step runs as the verifier principal.
-            return self._verifier_user
+            return self.options.verifier_user
         if resolved is None or is_root(resolved):
             # Root is refused on the agent service (protection 1): the agent user owns
             # Harbor's folders, so Harbor's root housekeeping runs as the agent user.
@@ -227,13 +239,13 @@ class DenvEnvironment(BaseEnvironment):  # type: ignore[misc]
         version = await client.snapshot(sandbox.id)
         self._snapshot_version = version.id
         self._verifier = await client.create_sandbox(
-            sandbox.project, version=version.id, ttl_sec=self._ttl_sec
+            sandbox.project, version=version.id, ttl_sec=self.options.ttl_sec
         )
         self.logger.info(
             "denv: verifier sandbox %s (fork of %s, uid %s)",
             self._verifier.id,
             version.id,
-            self._verifier_user,
+            self.options.verifier_user,
         )
 
     # ------------------------------------------------------------------ exec
@@ -366,10 +378,6 @@ class DenvEnvironment(BaseEnvironment):  # type: ignore[misc]
             f"denv cannot stop the single service {service!r} of a sandbox (the agent user "
             "cannot write into the other services, whose artifacts are collected as they are)"
         )
-
-
-def _opt(value: Any) -> str | None:
-    return None if value is None or value == "" else str(value)
 
 
 def _sidecar_user(user: str | int | None) -> str | None:
