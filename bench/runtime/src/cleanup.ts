@@ -21,10 +21,10 @@ async function isMounted(path: string): Promise<boolean> {
  */
 export async function teardownRuntime(rt: Runtime, stateDir: string): Promise<string[]> {
   const problems: string[] = [];
-  for (const e of await rt.records.environments().catch(() => [])) {
+  for (const e of await rt.host.records.environments().catch(() => [])) {
     await rt.destroy(e.id).catch((err: Error) => problems.push(`destroy ${e.id}: ${err.message}`));
   }
-  const versions = (await rt.records.versions().catch(() => [])).sort((a, b) => b.number - a.number);
+  const versions = (await rt.host.records.versions().catch(() => [])).sort((a, b) => b.number - a.number);
   for (const v of versions) {
     await rt.deleteVersion(v.id).catch((err: Error) => problems.push(`delete ${v.id}: ${err.message}`));
   }

@@ -33,7 +33,8 @@ export async function execBench(
   envId: string,
   opts: { iterations: number; warmup: number; check: () => void },
 ): Promise<ExecResult> {
-  const rec = await rt.requireEnvironment(envId);
+  const rec = await rt.host.records.getEnvironment(envId);
+  if (!rec) throw new Error(`no environment ${envId}`);
   const { service, user, workdir } = rec.plan.agent;
   const container = rec.containers[service];
   if (!container) throw new Error(`${envId} has no container for ${service}`);

@@ -42,7 +42,8 @@ async function floorStart(
   name: string,
   labels: Record<string, string>,
 ): Promise<{ ms: number; parts: ForkRun["floor"]; remove: () => Promise<void> }> {
-  const version = await rt.requireVersion(versionId);
+  const version = await rt.host.records.getVersion(versionId);
+  if (!version) throw new Error(`no version ${versionId}`);
   const plan = version.plan;
   const containers: Docker.Container[] = [];
   const volumes: string[] = [];

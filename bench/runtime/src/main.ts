@@ -147,7 +147,7 @@ async function main(): Promise<number> {
 
   try {
     rt = await Runtime.open({ hostId, stateDir });
-    log(`volume store: ${rt.store.method} at ${rt.store.root}`);
+    log(`volume store: ${rt.host.store.method} at ${rt.host.store.root}`);
     const needQuickstart = has("snapshot") || has("exec") || has("fork");
     if (needQuickstart) {
       const qsDir = await quickstartWithBulk(repoRoot, tmp);

@@ -49,7 +49,7 @@ process.on("message", (m: ChildRequest) => {
           const v = await rt.snapshot(first.id);
           for (let i = 1; i < m.n; i++) await rt.fork(v.id, { name: `e${i}` });
         }
-        send({ type: "held", n: (await rt.records.environments()).length, ms: Date.now() - started });
+        send({ type: "held", n: (await rt.host.records.environments()).length, ms: Date.now() - started });
       } else if (m.cmd === "close") {
         const problems = await close();
         send({ type: "closed", problems });

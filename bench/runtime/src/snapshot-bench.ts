@@ -103,11 +103,12 @@ export interface QuickstartEnv {
 }
 
 export async function describeEnv(rt: Runtime, envId: string): Promise<QuickstartEnv> {
-  const rec = await rt.requireEnvironment(envId);
+  const rec = await rt.host.records.getEnvironment(envId);
+  if (!rec) throw new Error(`no environment ${envId}`);
   const volumePaths: Record<string, string> = {};
   for (const v of rec.plan.snapshotVolumes) {
     const vol = rec.volumes[v];
-    if (vol) volumePaths[v] = rt.store.livePath(vol.store);
+    if (vol) volumePaths[v] = rt.host.store.livePath(vol.store);
   }
   const agentContainer = rec.containers[rec.plan.agent.service];
   if (!agentContainer) throw new Error(`${envId} has no agent container`);

@@ -1,4 +1,4 @@
-import { type Plan, type ServicePlan, toArgv } from "@denv/spec";
+import { type Plan, type Resources, type ServicePlan, toArgv, type VerifierPlan } from "@denv/spec";
 import type Docker from "dockerode";
 
 /**
@@ -85,21 +85,19 @@ export function containerSpec(input: SpecInput): Docker.ContainerCreateOptions {
         ReadOnly: v.readOnly,
       })),
       Tmpfs: tmpfs,
-      Memory: svc.resources.memoryBytes,
-      MemorySwap: svc.resources.memoryBytes,
-      NanoCpus: Math.round(svc.resources.cpus * 1e9),
-      PidsLimit: svc.resources.pids,
-      CapDrop: rl ? (isAgent ? ["ALL"] : [...new Set([...SERVICE_CAP_DROP, ...svc.capDrop])]) : svc.capDrop,
-      CapAdd: rl && isAgent ? AGENT_CAPS : [],
-      // Kind service asks for it in the file (security_opt): there, root must keep its
-      // capabilities in `exec --user root` when the service runs as a non-root user.
-      SecurityOpt: rl || svc.noNewPrivileges ? ["no-new-privileges:true"] : [],
+      ...confinement(svc.resources, {
+        capDrop: rl ? (isAgent ? ["ALL"] : [...new Set([...SERVICE_CAP_DROP, ...svc.capDrop])]) : svc.capDrop,
+        capAdd: rl && isAgent ? AGENT_CAPS : [],
+        // Kind service asks for it in the file (security_opt): there, root must keep its
+        // capabilities in `exec --user root` when the service runs as a non-root user.
+        noNewPrivileges: rl || svc.noNewPrivileges === true,
+        dnsOptions: svc.dnsOpt,
+      }),
       RestartPolicy: {
         Name: svc.restart && svc.restart !== "no" ? svc.restart : "",
         ...(svc.restartMaxRetries !== undefined ? { MaximumRetryCount: svc.restartMaxRetries } : {}),
       },
       ...(svc.init !== undefined ? { Init: svc.init } : {}),
-      DnsOptions: svc.dnsOpt,
       PortBindings: bindings,
     },
     ...(networked
@@ -109,5 +107,57 @@ export function containerSpec(input: SpecInput): Docker.ContainerCreateOptions {
           },
         }
       : {}),
+  };
+}
+
+export interface VerifierSpecInput {
+  verifier: VerifierPlan;
+  image: string;
+  containerName: string;
+  /** The fork's network: the verifier reaches the fork's services, nothing else. */
+  networkName: string;
+  workingDir: string;
+  env: Record<string, string>;
+  labels: Record<string, string>;
+}
+
+/** The verifier's own container: its image, its non-root user, every capability dropped. */
+export function verifierContainerSpec(input: VerifierSpecInput): Docker.ContainerCreateOptions {
+  const v = input.verifier;
+  return {
+    name: input.containerName,
+    Image: input.image,
+    Cmd: typeof v.command === "string" ? ["sh", "-c", v.command] : v.command,
+    User: v.user,
+    WorkingDir: input.workingDir,
+    Env: Object.entries({ ...input.env, ...v.environment }).map(([k, val]) => `${k}=${val}`),
+    Labels: input.labels,
+    HostConfig: {
+      NetworkMode: input.networkName,
+      ...confinement(v.resources, {
+        capDrop: ["ALL"],
+        capAdd: [],
+        noNewPrivileges: true,
+        // Names outside the fork fail at once instead of waiting out the resolver.
+        dnsOptions: ["timeout:1", "attempts:1"],
+      }),
+    },
+  };
+}
+
+/** Caps (protection 4), capabilities and privilege settings every container denvd creates gets. */
+function confinement(
+  resources: Resources,
+  o: { capDrop: string[]; capAdd: string[]; noNewPrivileges: boolean; dnsOptions: string[] },
+): Docker.HostConfig {
+  return {
+    Memory: resources.memoryBytes,
+    MemorySwap: resources.memoryBytes,
+    NanoCpus: Math.round(resources.cpus * 1e9),
+    PidsLimit: resources.pids,
+    CapDrop: o.capDrop,
+    CapAdd: o.capAdd,
+    SecurityOpt: o.noNewPrivileges ? ["no-new-privileges:true"] : [],
+    DnsOptions: o.dnsOptions,
   };
 }

@@ -82,7 +82,7 @@ const CANNOT_RUN = /unable to find user|permission denied|not a directory|OCI ru
 export async function runExec(docker: DockerClient, o: RunExecOptions): Promise<RawExecResult> {
   const started = Date.now();
   const limit = o.outputLimit ?? DEFAULT_OUTPUT_LIMIT;
-  const handle = await docker.exec(o.containerId, {
+  const handle = await docker.containers.exec(o.containerId, {
     cmd: o.argv,
     ...(o.user !== undefined ? { user: o.user } : {}),
     ...(o.cwd !== undefined ? { cwd: o.cwd } : {}),

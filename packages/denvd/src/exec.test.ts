@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { Protection } from "@denv/spec";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Runtime } from "./runtime.js";
+import type { Runtime } from "./runtime/runtime.js";
 import { openTestRuntime, writeProject } from "./testing/harness.js";
 
 const COMPOSE = `

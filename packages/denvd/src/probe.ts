@@ -41,7 +41,7 @@ export async function probeEgress(
 ): Promise<ProbeResult> {
   const started = Date.now();
   const findings: string[] = [];
-  const net = await docker.networkInfo(env.network.id);
+  const net = await docker.networks.info(env.network.id);
   const internal = net?.internal ?? false;
   if (!internal) findings.push(EgressFindings.notInternal(env.network.name));
   const rejectRule = await hasRejectRule(env.network.id);
@@ -51,7 +51,7 @@ export async function probeEgress(
   for (const svc of env.plan.services) {
     if (svc.networkMode === "none") continue;
     const id = env.containers[svc.name];
-    const state = id ? await docker.inspect(id) : undefined;
+    const state = id ? await docker.containers.inspect(id) : undefined;
     if (!state?.running || state.pid <= 0) continue;
     const table = await routes(state.pid);
     const defaultRoute = table.some((r) => r.dst === "default");

@@ -10,7 +10,8 @@ import { packEntries } from "./files/tar-pack.js";
 import { rejectToHost, removeRejectRule } from "./host/firewall.js";
 import { run } from "./host/run.js";
 import { probeEgress } from "./probe.js";
-import type { Runtime } from "./runtime.js";
+import { requireEnvironment } from "./runtime/host-context.js";
+import type { Runtime } from "./runtime/runtime.js";
 import { leftovers, openTestRuntime, writeProject } from "./testing/harness.js";
 
 const COMPOSE = `
@@ -78,8 +79,8 @@ describe("the five protections", () => {
     it("puts the file's caps and the defaults in HostConfig", async () => {
       const info = await rt.environment(env);
       const byName = Object.fromEntries(info.services.map((s) => [s.name, s.containerId]));
-      const main = await rt.docker.inspect(byName.main as string);
-      const db = await rt.docker.inspect(byName.db as string);
+      const main = await rt.host.docker.containers.inspect(byName.main as string);
+      const db = await rt.host.docker.containers.inspect(byName.db as string);
       expect(main?.hostConfig.memory).toBe(DefaultCaps.memoryBytes);
       expect(main?.hostConfig.nanoCpus).toBe(DefaultCaps.cpus * 1e9);
       expect(main?.hostConfig.pidsLimit).toBe(DefaultCaps.pids);
@@ -123,7 +124,7 @@ describe("the five protections", () => {
 
     it("finds a default route left in place", async () => {
       const info = await rt.environment(env);
-      const main = await rt.docker.inspect(
+      const main = await rt.host.docker.containers.inspect(
         info.services.find((s) => s.name === "main")?.containerId as string,
       );
       const pid = String(main?.pid);
@@ -153,35 +154,39 @@ describe("the five protections", () => {
 
     it("finds a container attached to a network outside the environment", async () => {
       const info = await rt.environment(env);
-      const net = await rt.docker.api.createNetwork({
-        Name: `${info.network.name}-leak`,
-        Labels: { "ai.denv.managed": "true", "ai.denv.host": rt.options.hostId, "ai.denv.role": "probe" },
-        IPAM: { Config: [{ Subnet: "10.214.250.0/24" }] },
+      const net = await rt.host.docker.networks.create({
+        name: `${info.network.name}-leak`,
+        internal: false,
+        subnet: "10.214.250.0/24",
+        gateway: "10.214.250.1",
+        labels: { "ai.denv.managed": "true", "ai.denv.host": rt.host.hostId, "ai.denv.role": "probe" },
       });
       const main = info.services.find((s) => s.name === "main")?.containerId as string;
-      await net.connect({ Container: main });
+      await rt.host.docker.networks.connect(net.id, main);
       try {
         const probe = await rt.probeEgress(env);
         expect(probe.ok).toBe(false);
         expect(probe.findings).toContain(EgressFindings.extraNetwork("main", `${info.network.name}-leak`));
       } finally {
-        await net.disconnect({ Container: main, Force: true });
-        await net.remove();
+        await rt.host.docker.networks.disconnect(net.id, main);
+        await rt.host.docker.networks.remove(net.id);
       }
     });
 
     it("finds an environment network that is not internal", async () => {
       // Docker cannot flip `internal` on a live network, so the probe is pointed at a record whose
       // network is an ordinary bridge (as a hand-edited host or an old denvd could leave it).
-      const rec = await rt.requireEnvironment(env);
+      const rec = await requireEnvironment(rt.host, env);
       const name = `${rec.network.name}-open`;
-      const net = await rt.docker.api.createNetwork({
-        Name: name,
-        Labels: { "ai.denv.managed": "true", "ai.denv.host": rt.options.hostId, "ai.denv.role": "probe" },
-        IPAM: { Config: [{ Subnet: "10.214.251.0/24" }] },
+      const net = await rt.host.docker.networks.create({
+        name,
+        internal: false,
+        subnet: "10.214.251.0/24",
+        gateway: "10.214.251.1",
+        labels: { "ai.denv.managed": "true", "ai.denv.host": rt.host.hostId, "ai.denv.role": "probe" },
       });
       try {
-        const probe = await probeEgress(rt.docker, rt.canary, {
+        const probe = await probeEgress(rt.host.docker, rt.host.canary, {
           ...rec,
           network: { ...rec.network, id: net.id, name },
         });
@@ -190,7 +195,7 @@ describe("the five protections", () => {
         expect(probe.findings).toContain(EgressFindings.notInternal(name));
         expect(probe.findings).toContain(`network '${name}' is not internal`);
       } finally {
-        await net.remove();
+        await rt.host.docker.networks.remove(net.id);
       }
     });
 

@@ -2,7 +2,7 @@ import { readFile } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
 import { Protection, SpecialFileReasons } from "@denv/spec";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Runtime } from "./runtime.js";
+import type { Runtime } from "./runtime/runtime.js";
 import { leftovers, openTestRuntime } from "./testing/harness.js";
 
 const QUICKSTART = fileURLToPath(new URL("../../../examples/quickstart", import.meta.url));

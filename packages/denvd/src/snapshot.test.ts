@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Runtime } from "./runtime.js";
+import { Runtime } from "./runtime/runtime.js";
 import { leftovers, openTestRuntime, writeProject } from "./testing/harness.js";
 
 const COMPOSE = `
@@ -117,7 +117,7 @@ describe("snapshot and fork", () => {
   it("takes the default route away again when Docker restarts a service", async () => {
     const fork = await rt.fork("snap@v1", { name: "restarted" });
     const main = fork.services.find((s) => s.name === "main")?.containerId as string;
-    await rt.docker.api.getContainer(main).restart({ t: 0 });
+    await rt.host.docker.containers.restart(main, 0);
     // The engine's start event reaches the runtime asynchronously.
     let probe = await rt.probeEgress(fork.id);
     for (let i = 0; i < 50 && !probe.ok; i++) {
@@ -131,19 +131,19 @@ describe("snapshot and fork", () => {
   it("destroy leaves no container, network or volume behind", async () => {
     for (const e of (await rt.list()).environments) await rt.destroy(e.id);
     expect(await leftovers(rt)).toBe(0);
-    expect(await rt.store.liveIds()).toEqual([]);
+    expect(await rt.host.store.liveIds()).toEqual([]);
   });
 
   it("collects orphans at start: nothing labelled with the host survives a restart", async () => {
     const fork = await rt.fork("snap@v1", { name: "orphan" });
     // Simulate a crash that lost the record but not the Docker objects.
-    await rt.records.deleteEnvironment(fork.id);
+    await rt.host.records.deleteEnvironment(fork.id);
     expect(await leftovers(rt)).toBeGreaterThan(0);
     // A restarted denvd (same host id and state) reconciles at start.
     const restarted = await Runtime.open(rt.options);
     try {
       expect(await leftovers(restarted)).toBe(0);
-      expect(await restarted.store.liveIds()).toEqual([]);
+      expect(await restarted.host.store.liveIds()).toEqual([]);
       expect((await restarted.list()).versions.map((v) => v.id)).toContain("snap@v1");
     } finally {
       await restarted.close();

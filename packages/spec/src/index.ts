@@ -8,3 +8,4 @@ export * from "./names.js";
 export * from "./plan.js";
 export * from "./protocol.js";
 export * from "./shell-words.js";
+export * from "./users.js";

@@ -13,7 +13,9 @@ export const Labels = {
   volume: "ai.denv.volume",
 } as const;
 
-export type Role = "service" | "verifier" | "probe" | "pool" | "build";
+/** What a labelled object is for: an environment's service (and its network and volumes), a
+ * verifier container, a probe, a warm-pool member, a build, or a version's committed image. */
+export type Role = "service" | "verifier" | "probe" | "pool" | "build" | "version";
 
 export interface LabelSet {
   host: string;
@@ -39,4 +41,23 @@ export function labelsFor(set: LabelSet): Record<string, string> {
   if (set.service !== undefined) out[Labels.service] = set.service;
   if (set.volume !== undefined) out[Labels.volume] = set.volume;
   return out;
+}
+
+/** The labels of a version's committed image: it belongs to a project and a version, not to an environment. */
+export function versionImageLabels(set: {
+  host: string;
+  project: string;
+  version: string;
+  service: string;
+  command: string;
+}): Record<string, string> {
+  return {
+    [Labels.managed]: "true",
+    [Labels.host]: set.host,
+    [Labels.project]: set.project,
+    [Labels.version]: set.version,
+    [Labels.role]: "version",
+    [Labels.service]: set.service,
+    [Labels.command]: set.command,
+  };
 }

@@ -39,7 +39,7 @@ describe("denvd's agent against a control plane", () => {
     const hello = host.cp.frames[0] as HelloFrame;
     expect(hello.type).toBe("hello");
     expect(hello.v).toBe(PROTOCOL_VERSION);
-    expect(hello.host_id).toBe(host.rt.options.hostId);
+    expect(hello.host_id).toBe(host.rt.host.hostId);
     expect(hello.version).toMatch(/^\d+\.\d+\.\d+/);
     expect(hello.capacity.cpus).toBeGreaterThan(0);
     expect(hello.capacity.memory_bytes).toBeGreaterThan(1024 ** 2);
@@ -92,7 +92,7 @@ describe("denvd's agent against a control plane", () => {
     const source = mine.find((f) => f.type === "progress" && f.evidence?.source) as ProgressFrame;
     expect(source.evidence?.source).toMatchObject({ compressed: true, entries: 2 });
     // What it created carries its id: one network, two containers, one volume.
-    expect(await labelledWith(host.rt.docker, host.rt.options.hostId, deployId)).toEqual({
+    expect(await labelledWith(host.rt.host.docker, host.rt.host.hostId, deployId)).toEqual({
       containers: 2,
       networks: 1,
       volumes: 1,
@@ -109,7 +109,7 @@ describe("denvd's agent against a control plane", () => {
     );
     const again = await host.cp.result(deployId, 30_000, from);
     expect(again).toEqual(first);
-    expect(await labelledWith(host.rt.docker, host.rt.options.hostId, deployId)).toEqual({
+    expect(await labelledWith(host.rt.host.docker, host.rt.host.hostId, deployId)).toEqual({
       containers: 2,
       networks: 1,
       volumes: 1,
@@ -140,7 +140,7 @@ describe("denvd's agent against a control plane", () => {
     const from = host.cp.frames.length;
     host.cp.command("env.exec", { environment: env, exec: { shell: "echo agent-output" } }, { id });
     expect(await host.cp.result(id, 10_000, from)).toEqual(first);
-    const journal = await Journal.open(join(host.rt.options.stateDir, "journal"));
+    const journal = await Journal.open(join(host.rt.host.stateDir, "journal"));
     const entry = await journal.get(id);
     expect(entry?.outcome).toMatchObject({
       ok: true,
@@ -168,7 +168,7 @@ describe("denvd's agent against a control plane", () => {
     expect(version).toMatchObject({
       id: "stack@v7",
       number: 7,
-      host_id: host.rt.options.hostId,
+      host_id: host.rt.host.hostId,
       source_environment: env,
     });
     expect(Object.keys(version.digests).sort()).toEqual(["main", "side"]);
@@ -220,7 +220,7 @@ describe("denvd's agent against a control plane", () => {
     expect(del.result).toEqual({ version: "stack@v7", deleted: true });
     const gc = await host.cp.result(host.cp.command("host.gc", {}));
     expect(gc.result).toEqual({ removed: [] });
-    expect(await labelledWith(host.rt.docker, host.rt.options.hostId, deployId)).toEqual({
+    expect(await labelledWith(host.rt.host.docker, host.rt.host.hostId, deployId)).toEqual({
       containers: 0,
       networks: 0,
       volumes: 0,
@@ -238,7 +238,7 @@ describe("denvd's agent against a control plane", () => {
     await host.cp.waitConnections(n + 1, 10_000);
     const from = host.cp.frames.length;
     const hello = await host.cp.waitFor<HelloFrame>((f) => f.type === "hello", 10_000, from - 1);
-    expect(hello.host_id).toBe(host.rt.options.hostId);
+    expect(hello.host_id).toBe(host.rt.host.hostId);
     // Re-sent after the reconnect: answered from the journal.
     const before = host.cp.frames.length;
     host.cp.command("env.exec", { environment: "nope/alpha", exec: { shell: "true" } }, { id });

@@ -9,7 +9,7 @@ import {
   type ResultFrame,
 } from "@denv/spec";
 import type { z } from "zod";
-import type { Runtime } from "../runtime.js";
+import type { Runtime } from "../runtime/runtime.js";
 import { type AbortCode, abortCode, CommandAborted, type CommandContext } from "./command-context.js";
 import { errorText } from "./connection.js";
 import { handlerFor, INTERRUPTIBLE } from "./handlers.js";

@@ -1,6 +1,7 @@
 import type { CommandKind, CommandPayloads } from "@denv/spec";
 import type { z } from "zod";
-import type { PhaseListener, Runtime } from "../runtime.js";
+import type { PhaseListener } from "../runtime/phase-listener.js";
+import type { Runtime } from "../runtime/runtime.js";
 import type { Log } from "./log.js";
 import type { StreamRegistry } from "./streams.js";
 

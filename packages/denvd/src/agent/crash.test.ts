@@ -94,7 +94,7 @@ describe("denvd killed mid-deploy", () => {
     const id = cp.command("env.deploy", { project: "slow", environment: "alpha", source_stream: "src" });
     await cp.write("src", await projectTar({ "compose.yaml": SLOW }, true), "file");
     await cp.waitFor((f) => f.type === "progress" && f.id === id && f.phase === "health", 60_000);
-    const [net] = await docker.listNetworks({ "ai.denv.command": id });
+    const [net] = await docker.networks.list({ "ai.denv.command": id });
     first.child.kill("SIGKILL");
     await first.exited;
     expect(net).toBeDefined();

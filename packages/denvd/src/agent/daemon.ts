@@ -1,6 +1,6 @@
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
-import type { Runtime } from "../runtime.js";
+import type { Runtime } from "../runtime/runtime.js";
 import { Agent } from "./agent.js";
 import { type Backoff, Connection } from "./connection.js";
 import type { HostFile } from "./host-file.js";
@@ -31,7 +31,7 @@ export interface Daemon {
 const PRUNE_EVERY_MS = 60 * 60 * 1000;
 
 export async function startDaemon(o: DaemonOptions): Promise<Daemon> {
-  const stateDir = o.runtime.options.stateDir;
+  const stateDir = o.runtime.host.stateDir;
   const tmpDir = join(stateDir, "tmp");
   // Deploy sources of commands a crash interrupted.
   await rm(tmpDir, { recursive: true, force: true });

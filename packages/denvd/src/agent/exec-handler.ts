@@ -1,6 +1,6 @@
 import { DenvError } from "@denv/spec";
 import type { ExecFlow } from "../exec-runner.js";
-import type { ExecOptions } from "../runtime.js";
+import type { ExecOptions } from "../runtime/environment-exec.js";
 import {
   abortCode,
   CommandAborted,

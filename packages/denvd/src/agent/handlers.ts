@@ -73,7 +73,7 @@ async function restore(p: Payload<"env.restore">, ctx: CommandContext): Promise<
     );
   }
   throwIfAborted(ctx.signal);
-  if (await ctx.runtime.records.getEnvironment(p.environment)) {
+  if (await ctx.runtime.host.records.getEnvironment(p.environment)) {
     await ctx.runtime.destroy(p.environment);
     ctx.progress({ line: `destroyed ${p.environment}; forking ${p.version} in its place` });
   }
@@ -102,7 +102,7 @@ async function snapshot(p: Payload<"env.snapshot">, ctx: CommandContext): Promis
     onPhase: ctx.phases(false),
     ...(p.number !== undefined ? { number: p.number } : {}),
   });
-  return versionResult(info, ctx.runtime.options.hostId);
+  return versionResult(info, ctx.runtime.host.hostId);
 }
 
 const handlerTable: { [K in CommandKind]: Handler<K> } = {
@@ -127,7 +127,7 @@ const handlerTable: { [K in CommandKind]: Handler<K> } = {
       ...(p.number !== undefined ? { number: p.number } : {}),
     });
     // The episode's snapshot is a version like any other: the cp records it from here.
-    const snapshot = versionResult(await ctx.runtime.version(result.version), ctx.runtime.options.hostId);
+    const snapshot = versionResult(await ctx.runtime.version(result.version), ctx.runtime.host.hostId);
     return { ...result, snapshot };
   },
   "env.logs": async (p, ctx) => ctx.runtime.logs(p.environment, p.service, p.tail),

@@ -1,7 +1,7 @@
 import { statfs } from "node:fs/promises";
 import { availableParallelism, totalmem } from "node:os";
 import { type HelloFrame, PROTOCOL_VERSION } from "@denv/spec";
-import type { Runtime } from "../runtime.js";
+import type { Runtime } from "../runtime/runtime.js";
 import type { Journal } from "./journal.js";
 import { DENVD_VERSION } from "./version.js";
 
@@ -24,12 +24,12 @@ export async function buildHello(o: {
   return {
     v: PROTOCOL_VERSION,
     type: "hello",
-    host_id: o.runtime.options.hostId,
+    host_id: o.runtime.host.hostId,
     version: DENVD_VERSION,
     capacity: {
       cpus: availableParallelism(),
       memory_bytes: totalmem(),
-      disk_free_bytes: await diskFree(o.runtime.options.stateDir),
+      disk_free_bytes: await diskFree(o.runtime.host.stateDir),
     },
     labels: o.labels,
     environments: held.environments.map((e) => ({

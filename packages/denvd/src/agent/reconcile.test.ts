@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Version } from "@denv/spec";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Runtime } from "../runtime.js";
+import type { Runtime } from "../runtime/runtime.js";
 import { openTestRuntime, writeProject } from "../testing/harness.js";
 import { Journal, type JournalEntry } from "./journal.js";
 import { silentLog } from "./log.js";
@@ -59,7 +59,7 @@ describe("reconciling commands a crash interrupted", () => {
   it("a fork whose services are not all up is removed and reported interrupted", async () => {
     await rt.snapshot(env, { command: "cmd-v1" });
     const fork = await rt.fork("rec@v1", { name: "f1", command: "cmd-fork" });
-    await rt.docker.stop(fork.services[0]?.containerId ?? "", 1);
+    await rt.host.docker.containers.stop(fork.services[0]?.containerId ?? "", 1);
     await started("cmd-fork", "env.fork", { version: "rec@v1", name: "f1" });
     const entry = await settle("cmd-fork");
     expect(entry?.outcome).toEqual({
@@ -69,8 +69,8 @@ describe("reconciling commands a crash interrupted", () => {
         message: "denvd restarted during the command; what it created was removed",
       },
     });
-    expect(await rt.records.getEnvironment("rec/f1")).toBeUndefined();
-    expect(await labelledWith(rt.docker, rt.options.hostId, "cmd-fork")).toEqual({
+    expect(await rt.host.records.getEnvironment("rec/f1")).toBeUndefined();
+    expect(await labelledWith(rt.host.docker, rt.host.hostId, "cmd-fork")).toEqual({
       containers: 0,
       networks: 0,
       volumes: 0,
@@ -87,11 +87,11 @@ describe("reconciling commands a crash interrupted", () => {
 
   it("a snapshot caught frozen thaws the environment and is reported interrupted", async () => {
     const id = (await rt.environment(env)).services[0]?.containerId ?? "";
-    await rt.docker.pause(id);
+    await rt.host.docker.containers.pause(id);
     await started("cmd-v2", "env.snapshot", { environment: env });
     const entry = await settle("cmd-v2");
     expect(entry?.outcome).toMatchObject({ ok: false, error: { code: "interrupted" } });
-    expect((await rt.docker.inspect(id))?.paused).toBe(false);
+    expect((await rt.host.docker.containers.inspect(id))?.paused).toBe(false);
   });
 
   it("an exec is reported interrupted, never run again", async () => {

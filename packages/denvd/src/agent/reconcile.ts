@@ -1,7 +1,8 @@
 import { Labels } from "@denv/spec";
 import { removeRejectRule } from "../host/firewall.js";
 import type { EnvironmentRecord } from "../records.js";
-import type { Runtime } from "../runtime.js";
+import { environmentInfo } from "../runtime/environment-info.js";
+import type { Runtime } from "../runtime/runtime.js";
 import { errorText } from "./connection.js";
 import type { Journal, JournalEntry, Outcome } from "./journal.js";
 import type { Log } from "./log.js";
@@ -49,7 +50,7 @@ async function settle(rt: Runtime, entry: JournalEntry): Promise<Outcome> {
       const made = await environmentsOf(rt, entry.id);
       const rec = made[0];
       if (made.length === 1 && rec && (await allRunning(rt, rec))) {
-        return { ok: true, result: environmentResult(rt.info(rec)) };
+        return { ok: true, result: environmentResult(environmentInfo(rec)) };
       }
       await rollBack(rt, entry.id, made);
       return interrupted(ROLLED_BACK);
@@ -58,7 +59,7 @@ async function settle(rt: Runtime, entry: JournalEntry): Promise<Outcome> {
       // A crash between freeze and thaw leaves the services paused.
       if (environment) await thaw(rt, environment);
       const version = await versionOf(rt, entry.id);
-      if (version) return { ok: true, result: versionResult(version, rt.options.hostId) };
+      if (version) return { ok: true, result: versionResult(version, rt.host.hostId) };
       await rollBack(rt, entry.id, []);
       return interrupted(ROLLED_BACK);
     }
@@ -75,13 +76,13 @@ async function settle(rt: Runtime, entry: JournalEntry): Promise<Outcome> {
 }
 
 function environmentsOf(rt: Runtime, command: string): Promise<EnvironmentRecord[]> {
-  return rt.records.environments().then((all) => all.filter((e) => e.command === command));
+  return rt.host.records.environments().then((all) => all.filter((e) => e.command === command));
 }
 
 async function allRunning(rt: Runtime, rec: EnvironmentRecord): Promise<boolean> {
   for (const svc of rec.plan.services) {
     const id = rec.containers[svc.name];
-    const state = id ? await rt.docker.inspect(id) : undefined;
+    const state = id ? await rt.host.docker.containers.inspect(id) : undefined;
     // A one-shot service that completed is as ready as it gets.
     const ok = state !== undefined && (state.running ? !state.paused : state.exitCode === 0);
     if (!ok) return false;
@@ -91,32 +92,32 @@ async function allRunning(rt: Runtime, rec: EnvironmentRecord): Promise<boolean>
 
 /** The version a snapshot command recorded: its committed images carry the command's id. */
 async function versionOf(rt: Runtime, command: string) {
-  const images = await rt.docker.listImages({
-    [Labels.host]: rt.options.hostId,
+  const images = await rt.host.docker.images.list({
+    [Labels.host]: rt.host.hostId,
     [Labels.command]: command,
     [Labels.role]: "version",
   });
   const id = images.map((i) => i.labels[Labels.version]).find((v) => v !== undefined);
-  return id && (await rt.records.getVersion(id)) ? rt.version(id) : undefined;
+  return id && (await rt.host.records.getVersion(id)) ? rt.version(id) : undefined;
 }
 
 async function thaw(rt: Runtime, envId: string): Promise<void> {
-  const rec = await rt.records.getEnvironment(envId);
+  const rec = await rt.host.records.getEnvironment(envId);
   for (const id of Object.values(rec?.containers ?? {})) {
-    if ((await rt.docker.inspect(id))?.paused) await rt.docker.unpause(id);
+    if ((await rt.host.docker.containers.inspect(id))?.paused) await rt.host.docker.containers.unpause(id);
   }
 }
 
 /** Removes the environments a command recorded and whatever else carries its id, then gc. */
 async function rollBack(rt: Runtime, command: string, made: EnvironmentRecord[]): Promise<void> {
   for (const rec of made) await rt.destroy(rec.id);
-  const mine = { [Labels.managed]: "true", [Labels.host]: rt.options.hostId, [Labels.command]: command };
-  for (const c of await rt.docker.listContainers(mine)) await rt.docker.removeContainer(c.id);
-  for (const n of await rt.docker.listNetworks(mine)) {
+  const mine = { [Labels.managed]: "true", [Labels.host]: rt.host.hostId, [Labels.command]: command };
+  for (const c of await rt.host.docker.containers.list(mine)) await rt.host.docker.containers.remove(c.id);
+  for (const n of await rt.host.docker.networks.list(mine)) {
     await removeRejectRule(n.id);
-    await rt.docker.removeNetwork(n.id);
+    await rt.host.docker.networks.remove(n.id);
   }
-  for (const v of await rt.docker.listVolumes(mine)) await rt.docker.removeVolume(v.name);
+  for (const v of await rt.host.docker.volumes.list(mine)) await rt.host.docker.volumes.remove(v.name);
   // Store directories, firewall rules and version images are not labelled: gc removes what no
   // record owns.
   await rt.gc();

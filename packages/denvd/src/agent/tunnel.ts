@@ -1,5 +1,6 @@
 import { connect, type Socket } from "node:net";
 import { DenvError } from "@denv/spec";
+import { requireEnvironment } from "../runtime/host-context.js";
 import {
   abortCode,
   type CommandContext,
@@ -18,7 +19,7 @@ const CONNECT_TIMEOUT_MS = 10_000;
  * result comes when the connection is closed.
  */
 export async function tunnel(p: Payload<"env.connect">, ctx: CommandContext): Promise<unknown> {
-  const rec = await ctx.runtime.requireEnvironment(p.environment);
+  const rec = await requireEnvironment(ctx.runtime.host, p.environment);
   const containerId = rec.containers[p.service];
   if (!containerId) {
     throw new DenvError(
@@ -26,7 +27,7 @@ export async function tunnel(p: Payload<"env.connect">, ctx: CommandContext): Pr
       `environment ${p.environment} has no service '${p.service}' (services: ${Object.keys(rec.containers).join(", ")})`,
     );
   }
-  const state = await ctx.runtime.docker.inspect(containerId);
+  const state = await ctx.runtime.host.docker.containers.inspect(containerId);
   const ip = state?.running ? state.networks[rec.network.name]?.ip : undefined;
   if (!ip) {
     throw new DenvError(

@@ -2,7 +2,7 @@ import { isUtf8 } from "node:buffer";
 import type { Environment, ExecResponse, Version } from "@denv/spec";
 import type { RawExecResult } from "../exec-runner.js";
 import type { ProbeResult } from "../probe.js";
-import type { EnvironmentInfo, VersionInfo } from "../runtime.js";
+import type { EnvironmentInfo, VersionInfo } from "../runtime/environment-info.js";
 
 /**
  * Runtime values -> the JSON of result frames: snake_case, shaped like the spec's api.ts

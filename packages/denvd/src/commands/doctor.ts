@@ -47,11 +47,11 @@ async function checks(config: DenvdConfig): Promise<Check[]> {
 
   const docker = new DockerClient(config.dockerSocket);
   try {
-    const v = (await docker.api.version()) as { Version?: string; ApiVersion?: string };
+    const v = await docker.version();
     out.push({
       name: "docker",
       status: "ok",
-      detail: `Docker Engine ${v.Version} (API ${v.ApiVersion}) at ${config.dockerSocket}`,
+      detail: `Docker Engine ${v.version} (API ${v.apiVersion}) at ${config.dockerSocket}`,
     });
   } catch (err) {
     out.push({

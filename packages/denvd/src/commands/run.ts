@@ -2,7 +2,7 @@ import { startDaemon } from "../agent/daemon.js";
 import { readHostFile } from "../agent/host-file.js";
 import type { Log } from "../agent/log.js";
 import { type DenvdConfig, redact } from "../config.js";
-import { Runtime } from "../runtime.js";
+import { Runtime } from "../runtime/runtime.js";
 import type { Output } from "./output.js";
 
 /**
@@ -25,7 +25,7 @@ export async function run(config: DenvdConfig, out: Output, log: Log): Promise<n
     storeMethod: config.store,
     log: (line) => log("runtime", { line }),
   });
-  log("runtime open", { store: runtime.store.method });
+  log("runtime open", { store: runtime.host.store.method });
   const daemon = await startDaemon({
     runtime,
     host: { url: config.url ?? host.url, credential: host.credential },

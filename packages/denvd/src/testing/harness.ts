@@ -3,7 +3,8 @@ import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { run } from "../host/run.js";
-import { Runtime, type RuntimeOptions } from "../runtime.js";
+import type { RuntimeOptions } from "../runtime/host-context.js";
+import { Runtime } from "../runtime/runtime.js";
 
 /**
  * A runtime of its own for one test file: a fresh host id (so gc touches nothing else), its own
@@ -17,8 +18,8 @@ export async function openTestRuntime(
   const rt = await Runtime.open({ hostId, stateDir, ...opts });
   const close = rt.close.bind(rt);
   rt.close = async () => {
-    for (const e of await rt.records.environments()) await rt.destroy(e.id).catch(() => undefined);
-    for (const v of (await rt.records.versions()).sort((a, b) => b.number - a.number)) {
+    for (const e of await rt.host.records.environments()) await rt.destroy(e.id).catch(() => undefined);
+    for (const v of (await rt.host.records.versions()).sort((a, b) => b.number - a.number)) {
       await rt.deleteVersion(v.id).catch(() => undefined);
     }
     await rt.gc();
@@ -43,9 +44,9 @@ export const BASE_IMAGE = "debian:bookworm-slim";
 
 /** Counts Docker objects labelled with a host id (what a test must leave at zero). */
 export async function leftovers(rt: Runtime): Promise<number> {
-  const own = { "ai.denv.host": rt.options.hostId };
-  const c = await rt.docker.listContainers(own);
-  const n = await rt.docker.listNetworks(own);
-  const v = await rt.docker.listVolumes(own);
+  const own = { "ai.denv.host": rt.host.hostId };
+  const c = await rt.host.docker.containers.list(own);
+  const n = await rt.host.docker.networks.list(own);
+  const v = await rt.host.docker.volumes.list(own);
   return c.length + n.length + v.length;
 }

@@ -1,5 +1,6 @@
 import { ComposeMessages, ComposeNotes, ComposeReasons, DefaultCaps } from "../messages.js";
 import type { AgentPlan, ProjectKind, Resources, ServicePlan, VerifierPlan } from "../plan.js";
+import { isRootUser, sameUser } from "../users.js";
 import { parseBuild } from "./build.js";
 import type { ComposeContext } from "./compose-context.js";
 import { parseEnvironment } from "./environment.js";
@@ -47,12 +48,6 @@ const AGENT_DEFAULT_USER = "1000";
 const AGENT_DEFAULT_WORKDIR = "/workspace";
 const VERIFIER_DEFAULT_USER = "1001";
 const VERIFIER_DEFAULT_TIMEOUT_SEC = 600;
-
-/** Whether a compose `user` (name or uid, optionally :group) is root. */
-export function isRootUser(user: string): boolean {
-  const uid = user.split(":")[0] ?? "";
-  return uid === "root" || /^0+$/.test(uid);
-}
 
 export function parseXDenv(raw: unknown, findings: Findings, volumes: ReadonlySet<string>): XDenv {
   const x: XDenv = {
@@ -340,8 +335,7 @@ export function parseVerifier(value: unknown, scope: VerifierScope): VerifierPla
     );
     ok = false;
   }
-  const uid = (user: string) => user.split(":")[0];
-  if (scope.agentUser !== undefined && uid(scope.agentUser) === uid(verifier.user)) {
+  if (scope.agentUser !== undefined && sameUser(scope.agentUser, verifier.user)) {
     refuse("user", ComposeReasons.verifierSameUser(verifier.user));
   }
   if (!ok) return undefined;

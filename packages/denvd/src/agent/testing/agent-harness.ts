@@ -5,7 +5,7 @@ import { fileURLToPath } from "node:url";
 import { Labels } from "@denv/spec";
 import type { DockerClient } from "../../docker/docker-client.js";
 import { run } from "../../host/run.js";
-import { Runtime } from "../../runtime.js";
+import { Runtime } from "../../runtime/runtime.js";
 import { openTestRuntime, writeProject } from "../../testing/harness.js";
 import { type Daemon, startDaemon } from "../daemon.js";
 import type { Log } from "../log.js";
@@ -59,7 +59,7 @@ export interface TestHost extends AsyncDisposable {
 
 export async function startTestHost(opts: { heartbeatMs?: number } = {}): Promise<TestHost> {
   const rt = await openTestRuntime();
-  const cp = await FakeCp.start({ hostId: rt.options.hostId });
+  const cp = await FakeCp.start({ hostId: rt.host.hostId });
   const logs: string[] = [];
   const log: Log = (event, fields) => logs.push(`${event} ${JSON.stringify(fields ?? {})}`);
   const daemon = await startDaemon({
@@ -117,9 +117,9 @@ export async function labelledWith(
 ): Promise<{ containers: number; networks: number; volumes: number }> {
   const sel = { [Labels.host]: hostId, [Labels.command]: command };
   return {
-    containers: (await docker.listContainers(sel)).length,
-    networks: (await docker.listNetworks(sel)).length,
-    volumes: (await docker.listVolumes(sel)).length,
+    containers: (await docker.containers.list(sel)).length,
+    networks: (await docker.networks.list(sel)).length,
+    volumes: (await docker.volumes.list(sel)).length,
   };
 }
 
@@ -129,8 +129,8 @@ export async function labelledWith(
  */
 export async function wipeHost(hostId: string, stateDir: string): Promise<void> {
   const rt = await Runtime.open({ hostId, stateDir });
-  for (const e of await rt.records.environments()) await rt.destroy(e.id).catch(() => undefined);
-  for (const v of (await rt.records.versions()).sort((a, b) => b.number - a.number)) {
+  for (const e of await rt.host.records.environments()) await rt.destroy(e.id).catch(() => undefined);
+  for (const v of (await rt.host.records.versions()).sort((a, b) => b.number - a.number)) {
     await rt.deleteVersion(v.id).catch(() => undefined);
   }
   await rt.gc();

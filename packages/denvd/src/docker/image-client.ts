@@ -1,0 +1,157 @@
+import type { Readable } from "node:stream";
+import { DenvError, Labels } from "@denv/spec";
+import type Docker from "dockerode";
+import { engineError, labelFilter, statusOf } from "./engine-error.js";
+import type { ImageInfo, ManagedObject } from "./engine-types.js";
+
+/** Images: inspect, build, commit, squash, tag, list, remove. */
+export class ImageClient {
+  constructor(private readonly api: Docker) {}
+
+  async info(ref: string): Promise<ImageInfo | undefined> {
+    try {
+      const i = await this.api.getImage(ref).inspect();
+      return {
+        id: i.Id,
+        repoDigests: i.RepoDigests ?? [],
+        layers: i.RootFS?.Layers?.length ?? 0,
+        size: i.Size,
+        user: i.Config?.User ?? "",
+        workingDir: i.Config?.WorkingDir ?? "",
+        env: i.Config?.Env ?? [],
+        cmd: (i.Config?.Cmd as string[] | null) ?? null,
+        entrypoint: (i.Config?.Entrypoint as string[] | null) ?? null,
+        labels: i.Config?.Labels ?? {},
+      };
+    } catch (err) {
+      if (statusOf(err) === 404) return undefined;
+      throw engineError(err, `inspect image ${ref}`);
+    }
+  }
+
+  /** Builds from a tar of the context; resolves with the image id, rejects with the build log's error. */
+  async build(
+    context: Readable,
+    opts: {
+      tag: string;
+      dockerfile: string;
+      args: Record<string, string>;
+      target?: string | undefined;
+      labels: Record<string, string>;
+    },
+    onLog?: (line: string) => void,
+  ): Promise<string> {
+    let stream: NodeJS.ReadableStream;
+    try {
+      stream = await this.api.buildImage(context, {
+        t: opts.tag,
+        dockerfile: opts.dockerfile,
+        buildargs: opts.args,
+        ...(opts.target ? { target: opts.target } : {}),
+        labels: opts.labels,
+        rm: true,
+        forcerm: true,
+      });
+    } catch (err) {
+      throw engineError(err, `build ${opts.tag}`);
+    }
+    const tail: string[] = [];
+    await new Promise<void>((resolve, reject) => {
+      this.api.modem.followProgress(
+        stream,
+        (err: Error | null, output: Array<{ error?: string }>) => {
+          const failed = err ?? output.find((o) => o.error);
+          if (failed) {
+            const msg = failed instanceof Error ? failed.message : (failed.error ?? "build failed");
+            reject(new DenvError("docker", `build ${opts.tag} failed: ${msg.trim()}\n${tail.join("")}`));
+          } else resolve();
+        },
+        (ev: { stream?: string }) => {
+          if (ev.stream) {
+            tail.push(ev.stream);
+            if (tail.length > 20) tail.shift();
+            onLog?.(ev.stream);
+          }
+        },
+      );
+    });
+    const info = await this.info(opts.tag);
+    if (!info) throw new DenvError("docker", `build ${opts.tag} finished but the image is missing`);
+    return info.id;
+  }
+
+  async tag(id: string, repo: string, tag: string): Promise<void> {
+    try {
+      await this.api.getImage(id).tag({ repo, tag });
+    } catch (err) {
+      throw engineError(err, `tag ${id}`);
+    }
+  }
+
+  async remove(ref: string): Promise<void> {
+    try {
+      await this.api.getImage(ref).remove({ force: true });
+    } catch (err) {
+      // An image still used by another version's container is kept (409); gc retries later.
+      if (statusOf(err) === 404 || statusOf(err) === 409) return;
+      throw engineError(err, `remove image ${ref}`);
+    }
+  }
+
+  async list(labels: Record<string, string>): Promise<ManagedObject[]> {
+    const list = await this.api.listImages({ filters: { label: labelFilter(labels) } });
+    return list.map((i) => ({ id: i.Id, name: i.RepoTags?.[0] ?? i.Id, labels: i.Labels ?? {} }));
+  }
+
+  /** Commits a container's writable layer. `pause: false` because the caller froze it already. */
+  async commit(
+    containerId: string,
+    opts: { repo: string; tag: string; labels: Record<string, string> },
+  ): Promise<string> {
+    try {
+      const res = (await this.api.getContainer(containerId).commit({
+        repo: opts.repo,
+        tag: opts.tag,
+        pause: false,
+        changes: Object.entries(opts.labels).map(([k, v]) => `LABEL ${k}=${JSON.stringify(v)}`),
+      })) as { Id: string };
+      return res.Id;
+    } catch (err) {
+      throw engineError(err, `commit ${containerId}`);
+    }
+  }
+
+  /** Flattens an image into one layer (export of a created container + import), keeping its config. */
+  async squash(image: string, target: { repo: string; tag: string }, info: ImageInfo): Promise<string> {
+    // Never started: it exists only to be exported.
+    const tmp = await this.api.createContainer({
+      Image: image,
+      Cmd: ["true"],
+      Labels: { [Labels.managed]: "true" },
+    });
+    try {
+      const exported = await tmp.export();
+      const changes: string[] = [];
+      for (const e of info.env) changes.push(`ENV ${e.replace("=", " ")}`);
+      if (info.user) changes.push(`USER ${info.user}`);
+      if (info.workingDir) changes.push(`WORKDIR ${info.workingDir}`);
+      if (info.entrypoint) changes.push(`ENTRYPOINT ${JSON.stringify(info.entrypoint)}`);
+      if (info.cmd) changes.push(`CMD ${JSON.stringify(info.cmd)}`);
+      for (const [k, v] of Object.entries(info.labels)) changes.push(`LABEL ${k}=${JSON.stringify(v)}`);
+      const stream = await this.api.importImage(
+        exported as unknown as string,
+        { repo: target.repo, tag: target.tag, changes } as unknown as Record<string, unknown>,
+      );
+      await new Promise<void>((resolve, reject) =>
+        this.api.modem.followProgress(stream, (err: Error | null) => (err ? reject(err) : resolve())),
+      );
+    } catch (err) {
+      throw engineError(err, `squash ${image}`);
+    } finally {
+      await tmp.remove({ force: true }).catch(() => undefined);
+    }
+    const squashed = await this.info(`${target.repo}:${target.tag}`);
+    if (!squashed) throw new DenvError("docker", `squash of ${image} produced no image`);
+    return squashed.id;
+  }
+}

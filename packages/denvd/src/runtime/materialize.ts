@@ -1,0 +1,175 @@
+import { randomBytes } from "node:crypto";
+import { DenvError, Protection } from "@denv/spec";
+import { containerSpec, isProtected } from "../container-spec.js";
+import type { NetworkInfo } from "../docker/docker-client.js";
+import { rejectToHost, removeRejectRule } from "../host/firewall.js";
+import { type ProbeResult, probeEgress } from "../probe.js";
+import type { EnvironmentRecord, VersionRecord } from "../records.js";
+import { captureBaseline } from "./agent-processes.js";
+import type { HostContext } from "./host-context.js";
+import { ownWorkdir } from "./own-workdir.js";
+import type { PhaseListener } from "./phase-listener.js";
+import { resolvesToRoot } from "./principals.js";
+import { startServices } from "./start-services.js";
+import type { Undo } from "./undo.js";
+import { waitHealthy } from "./wait-healthy.js";
+
+/** What deploy and fork know before an environment exists. */
+export type EnvironmentBase = Pick<
+  EnvironmentRecord,
+  "id" | "project" | "name" | "plan" | "command" | "images" | "parentVersion" | "verifierImage" | "testsTar"
+>;
+
+/**
+ * Network, volumes, containers in dependency order, health, protections, probe. Used by deploy
+ * (fresh volumes) and fork (volumes cloned from `from`). Whatever it creates is pushed on `undo`,
+ * which the caller runs on failure.
+ */
+export async function materialize(
+  ctx: HostContext,
+  base: EnvironmentBase,
+  from: VersionRecord | undefined,
+  undo: Undo,
+  phase: PhaseListener,
+): Promise<EnvironmentRecord> {
+  const { plan, command } = base;
+  phase("place", { host: ctx.hostId });
+  const t0 = Date.now();
+  const envRef = { project: base.project, id: base.id };
+  const egressDenied = plan.egress === "deny";
+
+  const network = await createNetwork(ctx, base, egressDenied);
+  undo.push(`network ${network.name}`, () => ctx.docker.networks.remove(network.id));
+  if (egressDenied) {
+    await rejectToHost(network.id);
+    undo.push(`firewall rule of ${network.name}`, () => removeRejectRule(network.id));
+  }
+
+  if (from) phase("restore", { version: from.id, method: ctx.store.method });
+  const volumes: EnvironmentRecord["volumes"] = {};
+  const volumeNames: Record<string, string> = {};
+  for (const vol of plan.volumes) {
+    const storeId = `${base.project}-${base.name}-${vol}-${randomBytes(4).toString("hex")}`;
+    const snap = from?.volumes[vol];
+    const path = snap ? await ctx.store.clone(snap.snapshot, storeId) : await ctx.store.create(storeId);
+    undo.push(`store ${storeId}`, () => ctx.store.removeLive(storeId));
+    const dockerName = ctx.dockerName(base.project, base.name, vol);
+    await ctx.docker.volumes.createBound(
+      dockerName,
+      path,
+      ctx.labels(envRef, "service", command, { volume: vol }),
+    );
+    undo.push(`volume ${dockerName}`, () => ctx.docker.volumes.remove(dockerName));
+    volumes[vol] = { docker: dockerName, store: storeId };
+    volumeNames[vol] = dockerName;
+  }
+
+  const rec: EnvironmentRecord = {
+    ...base,
+    status: "running",
+    network: { id: network.id, name: network.name, subnet: network.subnet, gateway: network.gateway },
+    containers: {},
+    volumes,
+    baseline: {},
+    createdAt: new Date().toISOString(),
+    evidence: {},
+  };
+  for (const svc of plan.services) {
+    const image = base.images[svc.name];
+    if (!image) throw new DenvError("internal", `no image recorded for service ${svc.name}`);
+    const id = await ctx.docker.containers.create(
+      containerSpec({
+        plan,
+        service: svc,
+        image: image.imageId,
+        containerName: ctx.dockerName(base.project, base.name, svc.name),
+        networkName: network.name,
+        volumeNames,
+        labels: ctx.labels(envRef, "service", command, { service: svc.name, version: base.parentVersion }),
+      }),
+    );
+    rec.containers[svc.name] = id;
+    undo.push(`container ${svc.name}`, () => ctx.docker.containers.remove(id));
+  }
+  if (isProtected(plan)) {
+    const agent = rec.containers[plan.agent.service] as string;
+    // The validator refused root spellings; a name can still be uid 0 in the image's passwd.
+    if (await resolvesToRoot(ctx.docker, agent, plan.agent.user)) {
+      throw new DenvError("agent_root", Protection.agentRoot(plan.agent.service));
+    }
+    if (!from) await ownWorkdir(ctx.docker, rec);
+  }
+  const tCreated = Date.now();
+
+  phase("start");
+  await startServices(ctx, rec);
+  const tStarted = Date.now();
+  phase("health");
+  await waitHealthy(ctx, rec, plan.services);
+  const tHealthy = Date.now();
+  rec.baseline = await captureBaseline(ctx.docker, rec);
+
+  await ctx.settings.beforeProbe?.(rec);
+  let probe: ProbeResult | undefined;
+  if (egressDenied) {
+    phase("probe");
+    probe = await probeEgress(ctx.docker, ctx.canary, rec);
+    if (!probe.ok) {
+      throw new DenvError(
+        "egress_leak",
+        Protection.egressLeak(base.id, probe.findings.join("; ")),
+        probe.findings,
+      );
+    }
+  }
+  rec.evidence = {
+    placement: { host: ctx.hostId, reason: "the host this runtime drives" },
+    network: { name: network.name, subnet: network.subnet, internal: egressDenied },
+    volumes: { method: ctx.store.method, from: from?.id ?? null },
+    images: Object.fromEntries(Object.entries(base.images).map(([k, v]) => [k, v.imageId])),
+    timings: {
+      createMs: tCreated - t0,
+      startMs: tStarted - tCreated,
+      healthMs: tHealthy - tStarted,
+      probeMs: probe?.durationMs ?? 0,
+      totalMs: Date.now() - t0,
+    },
+    probe: probe ?? { skipped: "egress allowed (service project)" },
+  };
+  await ctx.records.putEnvironment(rec);
+  undo.push(`record ${rec.id}`, () => ctx.records.deleteEnvironment(rec.id));
+  ctx.log(`${rec.id} ready in ${Date.now() - t0} ms`);
+  return rec;
+}
+
+/** The environment's own bridge network, on a /24 of the host's pool no other network uses. */
+async function createNetwork(
+  ctx: HostContext,
+  base: EnvironmentBase,
+  internal: boolean,
+): Promise<NetworkInfo> {
+  const name = ctx.dockerName(base.project, base.name);
+  const labels = ctx.labels({ project: base.project, id: base.id }, "service", base.command);
+  return ctx.locks.with("#subnet", async () => {
+    // Another runtime on the same engine may take the same /24 between our look and our
+    // create: the engine refuses the overlap, and we look again.
+    for (let attempt = 0; ; attempt++) {
+      const { subnet, gateway } = await freeSubnet(ctx);
+      try {
+        return await ctx.docker.networks.create({ name, internal, subnet, gateway, labels });
+      } catch (err) {
+        if (attempt >= 5 || !/overlap/i.test((err as Error).message)) throw err;
+      }
+    }
+  });
+}
+
+async function freeSubnet(ctx: HostContext): Promise<{ subnet: string; gateway: string }> {
+  const [a, b] = ctx.settings.subnetPool.split(".");
+  const used = new Set(await ctx.docker.networks.usedSubnets());
+  for (let c = 0; c < 256; c++) {
+    const subnet = `${a}.${b}.${c}.0/24`;
+    if (!used.has(subnet)) return { subnet, gateway: `${a}.${b}.${c}.1` };
+  }
+  throw new DenvError("conflict", `no free /24 left in the subnet pool ${ctx.settings.subnetPool}`);
+}

@@ -1,0 +1,287 @@
+import { randomBytes } from "node:crypto";
+import { rm } from "node:fs/promises";
+import { join, resolve } from "node:path";
+import type { Readable } from "node:stream";
+import { checkName, DenvError, type Plan } from "@denv/spec";
+import type { RawExecResult } from "../exec-runner.js";
+import { type ProbeResult, probeEgress } from "../probe.js";
+import { loadPlan } from "../project-loader.js";
+import type { ImageRecord } from "../records.js";
+import { stopAgent } from "./agent-processes.js";
+import { collectGarbage } from "./collect-garbage.js";
+import { ensureImage, tarDirectory } from "./ensure-image.js";
+import { type ExecOptions, execInEnvironment } from "./environment-exec.js";
+import { type FilesTarget, getFiles, putFiles, readFile, writeFile } from "./environment-files.js";
+import { type EnvironmentInfo, environmentInfo, type VersionInfo, versionInfo } from "./environment-info.js";
+import {
+  type HostContext,
+  openHostContext,
+  type RuntimeOptions,
+  requireEnvironment,
+  requireVersion,
+} from "./host-context.js";
+import { deleteVersion, removeEnvironment, startEnvironment, stopEnvironment } from "./lifecycle.js";
+import { materialize } from "./materialize.js";
+import { noPhases, type PhaseListener } from "./phase-listener.js";
+import { watchRestarts } from "./restart-watch.js";
+import { snapshotEnvironment } from "./snapshot-environment.js";
+import { undoable } from "./undo.js";
+import {
+  type EpisodePort,
+  type VerifyOptions,
+  type VerifyResult,
+  verifyEnvironment,
+} from "./verify-environment.js";
+
+export interface DeployRequest {
+  project: string;
+  environment?: string;
+  projectDir: string;
+  composeFile?: string;
+  /** A plan validated elsewhere; otherwise the project's compose file is read. */
+  plan?: Plan;
+  /** Variables for compose interpolation (default: this process's environment). */
+  env?: Record<string, string | undefined>;
+  /** Id of the command that asked (labels what it creates). */
+  command?: string;
+  onPhase?: PhaseListener;
+}
+
+function newId(): string {
+  return randomBytes(4).toString("hex");
+}
+
+/**
+ * One host's runtime: stands compose environments up on the local Docker Engine with the five
+ * protections, snapshots them consistently and forks them. The control plane drives it through
+ * denvd's stream; tests and benchmarks drive it as a library. Each verb is a module of this
+ * folder; this facade takes the environment's lock and looks its record up.
+ */
+export class Runtime {
+  private stopWatch: () => void = () => undefined;
+
+  private constructor(
+    /** What the runtime's modules share: engine client, records, store, identity, locks. */
+    readonly host: HostContext,
+    /** The options it was opened with (a second runtime on the same state opens with them). */
+    readonly options: RuntimeOptions,
+  ) {}
+
+  /** Connects to Docker, opens the volume store and collects what this host no longer owns. */
+  static async open(options: RuntimeOptions): Promise<Runtime> {
+    const rt = new Runtime(await openHostContext(options), options);
+    await rt.gc();
+    rt.stopWatch = await watchRestarts(rt.host);
+    return rt;
+  }
+
+  async close(): Promise<void> {
+    this.stopWatch();
+    await this.host.canary.close();
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+
+  // ---------------------------------------------------------------- deploy and fork
+
+  /** Builds the project's images, then stands a fresh environment up (PROJECT/ENV, alpha by default). */
+  async deploy(req: DeployRequest): Promise<EnvironmentInfo> {
+    const ctx = this.host;
+    const project = checkName("project", req.project);
+    const name = checkName("environment", req.environment ?? "alpha");
+    const id = `${project}/${name}`;
+    const command = req.command ?? `deploy-${newId()}`;
+    const projectDir = resolve(req.projectDir);
+    const phase = req.onPhase ?? noPhases;
+    phase("validate");
+    const plan =
+      req.plan ??
+      loadPlan(projectDir, { projectName: project, composeFile: req.composeFile, env: req.env }).plan;
+    return ctx.locks.with(id, async () => {
+      if (await ctx.records.getEnvironment(id)) {
+        throw new DenvError(
+          "conflict",
+          `environment ${id} exists: destroy it first, or deploy under another name`,
+        );
+      }
+      return undoable(ctx.log, async (undo) => {
+        phase("build");
+        const images: Record<string, ImageRecord> = {};
+        for (const svc of plan.services)
+          images[svc.name] = await ensureImage(ctx, svc.image, svc.build, projectDir);
+        const verifierImage = plan.verifier
+          ? await ensureImage(ctx, plan.verifier.image, plan.verifier.build, projectDir)
+          : undefined;
+        let testsTar: string | undefined;
+        if (plan.verifier?.tests) {
+          const file = join(ctx.stateDir, "tests", `${project}-${newId()}.tar`);
+          await tarDirectory(join(projectDir, plan.verifier.tests), file);
+          undo.push(`tests archive ${file}`, () => rm(file, { force: true }));
+          testsTar = file;
+        }
+        const base = { id, project, name, plan, command, images, verifierImage, testsTar };
+        return environmentInfo(await materialize(ctx, base, undefined, undo, phase));
+      });
+    });
+  }
+
+  /** A new environment from a version: its services start fresh from the version's disk state. */
+  async fork(
+    versionId: string,
+    opts: { name?: string; command?: string; onPhase?: PhaseListener } = {},
+  ): Promise<EnvironmentInfo> {
+    const ctx = this.host;
+    const version = await requireVersion(ctx, versionId);
+    const name = checkName("environment", opts.name ?? `fork-${newId()}`);
+    const id = `${version.project}/${name}`;
+    return ctx.locks.with(id, async () => {
+      if (await ctx.records.getEnvironment(id)) {
+        throw new DenvError("conflict", `environment ${id} exists: choose another fork name`);
+      }
+      const base = {
+        id,
+        project: version.project,
+        name,
+        plan: version.plan,
+        command: opts.command ?? `fork-${newId()}`,
+        images: version.images,
+        parentVersion: version.id,
+        verifierImage: version.verifierImage,
+        testsTar: version.testsTar,
+      };
+      return undoable(ctx.log, async (undo) =>
+        environmentInfo(await materialize(ctx, base, version, undo, opts.onPhase ?? noPhases)),
+      );
+    });
+  }
+
+  // ---------------------------------------------------------------- exec and files
+
+  async exec(envId: string, o: ExecOptions): Promise<RawExecResult> {
+    return execInEnvironment(this.host.docker, await requireEnvironment(this.host, envId), o);
+  }
+
+  /** Extracts a tar archive into `dir` as the target user, after the special-file check. */
+  async putFiles(envId: string, dir: string, archive: Readable | Buffer, t: FilesTarget = {}) {
+    return putFiles(this.host.docker, await requireEnvironment(this.host, envId), dir, archive, t);
+  }
+
+  /** A tar archive of `path`, read as the target user. */
+  async getFiles(envId: string, path: string, t: FilesTarget = {}): Promise<Readable> {
+    return getFiles(this.host.docker, await requireEnvironment(this.host, envId), path, t);
+  }
+
+  async writeFile(
+    envId: string,
+    path: string,
+    content: Buffer | string,
+    t: FilesTarget & { mode?: number } = {},
+  ) {
+    return writeFile(this.host.docker, await requireEnvironment(this.host, envId), path, content, t);
+  }
+
+  async readFile(envId: string, path: string, t: FilesTarget = {}): Promise<Buffer> {
+    return readFile(this.host.docker, await requireEnvironment(this.host, envId), path, t);
+  }
+
+  // ---------------------------------------------------------------- snapshot and verify
+
+  /** Freezes the whole environment at one point and records a version. */
+  snapshot(
+    envId: string,
+    opts: { command?: string; onPhase?: PhaseListener; number?: number | undefined } = {},
+  ): Promise<VersionInfo> {
+    return snapshotEnvironment(this.host, envId, opts);
+  }
+
+  /** Stops the agent, snapshots, forks, runs the verifier on the fork and returns its reward. */
+  verify(envId: string, opts: VerifyOptions = {}): Promise<VerifyResult> {
+    return verifyEnvironment(this.host, this.episode, envId, opts);
+  }
+
+  /** Protection 2, first step: every agent process killed and confirmed gone. */
+  async stopAgent(envId: string): Promise<{ killed: number; survivors: number }> {
+    return stopAgent(this.host.docker, await requireEnvironment(this.host, envId));
+  }
+
+  private readonly episode: EpisodePort = {
+    environment: (envId) => requireEnvironment(this.host, envId),
+    stopAgent: (envId) => this.stopAgent(envId),
+    snapshot: (envId, opts) => this.snapshot(envId, opts),
+    fork: (versionId, opts) => this.fork(versionId, opts),
+    destroy: (envId) => this.destroy(envId),
+  };
+
+  // ---------------------------------------------------------------- lifecycle
+
+  stop(envId: string): Promise<EnvironmentInfo> {
+    return this.locked(envId, async (rec) => {
+      await stopEnvironment(this.host, rec);
+      return environmentInfo(rec);
+    });
+  }
+
+  start(envId: string): Promise<EnvironmentInfo> {
+    return this.locked(envId, async (rec) => {
+      await startEnvironment(this.host, rec);
+      return environmentInfo(rec);
+    });
+  }
+
+  /** Removes the environment's containers, network, firewall rule and volumes. Versions stay. */
+  destroy(envId: string): Promise<void> {
+    return this.locked(envId, (rec) => removeEnvironment(this.host, rec));
+  }
+
+  /** Removes a version: its committed images, volume snapshots and tests archive (when unshared). */
+  async deleteVersion(versionId: string): Promise<void> {
+    await deleteVersion(this.host, await requireVersion(this.host, versionId));
+  }
+
+  async probeEgress(envId: string): Promise<ProbeResult> {
+    return probeEgress(this.host.docker, this.host.canary, await requireEnvironment(this.host, envId));
+  }
+
+  async logs(envId: string, service?: string, tail = 200): Promise<{ stdout: string; stderr: string }> {
+    const rec = await requireEnvironment(this.host, envId);
+    const name = service ?? rec.plan.agent.service;
+    const id = rec.containers[name];
+    if (!id) throw new DenvError("not_found", `environment ${envId} has no service '${name}'`);
+    const logs = await this.host.docker.containers.logs(id, tail);
+    return { stdout: logs.stdout.toString("utf8"), stderr: logs.stderr.toString("utf8") };
+  }
+
+  // ---------------------------------------------------------------- what the host holds
+
+  async list(): Promise<{ environments: EnvironmentInfo[]; versions: VersionInfo[] }> {
+    const envs = await this.host.records.environments();
+    const versions = await this.host.records.versions();
+    return {
+      environments: envs.map(environmentInfo),
+      versions: versions.sort((a, b) => a.number - b.number).map(versionInfo),
+    };
+  }
+
+  async has(envId: string): Promise<boolean> {
+    return (await this.host.records.getEnvironment(envId)) !== undefined;
+  }
+
+  async environment(envId: string): Promise<EnvironmentInfo> {
+    return environmentInfo(await requireEnvironment(this.host, envId));
+  }
+
+  async version(versionId: string): Promise<VersionInfo> {
+    return versionInfo(await requireVersion(this.host, versionId));
+  }
+
+  /** Removes everything carrying this host's id that no record owns. */
+  gc(): Promise<{ removed: string[] }> {
+    return collectGarbage(this.host);
+  }
+
+  private locked<T>(envId: string, fn: (rec: Awaited<ReturnType<typeof requireEnvironment>>) => Promise<T>) {
+    return this.host.locks.with(envId, async () => fn(await requireEnvironment(this.host, envId)));
+  }
+}

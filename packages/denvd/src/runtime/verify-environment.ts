@@ -1,0 +1,257 @@
+import { randomBytes } from "node:crypto";
+import { createReadStream } from "node:fs";
+import { DenvError, type VerifierPlan } from "@denv/spec";
+import { verifierContainerSpec } from "../container-spec.js";
+import { packEntries } from "../files/tar-pack.js";
+import type { EnvironmentRecord, ImageRecord } from "../records.js";
+import type { EnvironmentInfo, VersionInfo } from "./environment-info.js";
+import type { HostContext } from "./host-context.js";
+import { noPhases, type PhaseListener } from "./phase-listener.js";
+import { resolveIds } from "./principals.js";
+import { REWARD_DIR, readReward } from "./reward.js";
+import { collectSubmission, SUBMISSION_DIR, type Submission, type SubmissionEntry } from "./submission.js";
+
+/**
+ * Protection 2: grading as a separate principal, after the agent stops, on a fork. The
+ * verifier's own container (own image, own non-root uid, the tests copied only there, a fresh
+ * reward directory) joins the fork's network and receives the submission paths copied out of
+ * the fork after the special-file check (protection 3).
+ */
+
+export const TESTS_DIR = "/tests";
+
+/** What the verifier needs of the runtime: the steps of an episode, nothing else. */
+export interface EpisodePort {
+  environment(envId: string): Promise<EnvironmentRecord>;
+  stopAgent(envId: string): Promise<{ killed: number; survivors: number }>;
+  snapshot(envId: string, opts: { command: string; number?: number | undefined }): Promise<VersionInfo>;
+  fork(versionId: string, opts: { name: string; command: string }): Promise<EnvironmentInfo>;
+  destroy(envId: string): Promise<void>;
+}
+
+export interface VerifierEvidence {
+  containerId: string;
+  image: string;
+  user: string;
+  exitCode: number | null;
+  timedOut: boolean;
+  durationMs: number;
+}
+
+export interface VerifyResult {
+  /** graded: the verifier wrote a reward; refused: a submission path held a special file
+   * (reward 0); failed: the verifier wrote no reward or timed out (reward 0). */
+  status: "graded" | "refused" | "failed";
+  reward: number;
+  rewards: Record<string, number>;
+  message?: string;
+  log: string;
+  version: string;
+  fork: string;
+  evidence: {
+    agent: { killed: number; survivors: number };
+    snapshot: { version: string; frozenMs: number; totalMs: number; method: string };
+    fork: { environment: string; probe: unknown };
+    submission: SubmissionEntry[];
+    verifier: VerifierEvidence;
+    timings: Record<string, number>;
+  };
+}
+
+export interface VerifyOptions {
+  command?: string;
+  keepFork?: boolean;
+  onPhase?: PhaseListener;
+  number?: number;
+}
+
+export async function verifyEnvironment(
+  ctx: HostContext,
+  episode: EpisodePort,
+  envId: string,
+  opts: VerifyOptions = {},
+): Promise<VerifyResult> {
+  const phase = opts.onPhase ?? noPhases;
+  const rec = await episode.environment(envId);
+  const vplan = rec.plan.verifier;
+  const verifierImage = rec.verifierImage;
+  if (!vplan || !verifierImage) {
+    throw new DenvError(
+      "invalid_request",
+      `environment ${envId} declares no verifier: add x-denv.verifier to its compose file`,
+    );
+  }
+  const command = opts.command ?? `verify-${randomBytes(4).toString("hex")}`;
+  const t0 = Date.now();
+  phase("stop agent");
+  const agent = await episode.stopAgent(envId);
+  const tStopped = Date.now();
+  phase("snapshot", { agent });
+  const version = await episode.snapshot(envId, { command, number: opts.number });
+  phase("fork", { version: version.id });
+  const tSnap = Date.now();
+  const fork = await episode.fork(version.id, { name: `verify-${randomBytes(3).toString("hex")}`, command });
+  const tForked = Date.now();
+  phase("probe", { fork: fork.id, probe: fork.evidence.probe });
+  // What every outcome reports: the agent stopped, the episode's snapshot, the fork it ran on.
+  const episodeEvidence = {
+    agent,
+    snapshot: {
+      version: version.id,
+      frozenMs: version.timings.frozenMs,
+      totalMs: version.timings.totalMs,
+      method: version.method,
+    },
+    fork: { environment: fork.id, probe: fork.evidence.probe },
+  };
+  const outcome = { version: version.id, fork: fork.id };
+  let verifierId = "";
+  let submission: Submission | undefined;
+  try {
+    phase("run verifier");
+    const forkRec = await episode.environment(fork.id);
+    try {
+      submission = await collectSubmission(
+        ctx.docker,
+        forkRec.containers[rec.plan.agent.service] as string,
+        vplan.submission,
+      );
+    } catch (err) {
+      if (!(err instanceof DenvError && err.code === "special_file")) throw err;
+      return {
+        status: "refused",
+        reward: 0,
+        rewards: {},
+        message: err.message,
+        log: "",
+        ...outcome,
+        evidence: {
+          ...episodeEvidence,
+          submission: [],
+          verifier: {
+            containerId: "",
+            image: "",
+            user: vplan.user,
+            exitCode: null,
+            timedOut: false,
+            durationMs: 0,
+          },
+          timings: { totalMs: Date.now() - t0 },
+        },
+      };
+    }
+    verifierId = await createVerifier(ctx, forkRec, vplan, verifierImage, version.id, command);
+    await prepareVerifier(ctx, verifierId, vplan, rec.testsTar, submission);
+    const tReady = Date.now();
+    const run = await runVerifier(ctx, verifierId, vplan.timeoutSec);
+    const tRan = Date.now();
+    phase("collect");
+    const reward = run.timedOut ? undefined : await readReward(ctx.docker, verifierId);
+    const evidence: VerifyResult["evidence"] = {
+      ...episodeEvidence,
+      submission: submission.entries,
+      verifier: {
+        containerId: verifierId,
+        image: verifierImage.imageId,
+        user: vplan.user,
+        exitCode: run.timedOut ? null : run.exitCode,
+        timedOut: run.timedOut,
+        durationMs: tRan - tReady,
+      },
+      timings: {
+        stopAgentMs: tStopped - t0,
+        snapshotMs: tSnap - tStopped,
+        forkMs: tForked - tSnap,
+        prepareMs: tReady - tForked,
+        runMs: tRan - tReady,
+        totalMs: Date.now() - t0,
+      },
+    };
+    if (!reward) {
+      const message = run.timedOut
+        ? `the verifier did not finish within ${vplan.timeoutSec} s`
+        : `the verifier exited ${run.exitCode} without writing ${REWARD_DIR}/reward.json or reward.txt`;
+      return { status: "failed", reward: 0, rewards: {}, message, log: run.log, ...outcome, evidence };
+    }
+    return { status: "graded", ...reward, log: run.log, ...outcome, evidence };
+  } finally {
+    phase("clean up");
+    await submission?.cleanup();
+    if (verifierId) await ctx.docker.containers.remove(verifierId);
+    if (!opts.keepFork) await episode.destroy(fork.id);
+  }
+}
+
+function createVerifier(
+  ctx: HostContext,
+  forkRec: EnvironmentRecord,
+  vplan: VerifierPlan,
+  image: ImageRecord,
+  version: string,
+  command: string,
+): Promise<string> {
+  return ctx.docker.containers.create(
+    verifierContainerSpec({
+      verifier: vplan,
+      image: image.imageId,
+      containerName: ctx.dockerName(
+        forkRec.project,
+        forkRec.name,
+        `verifier-${randomBytes(2).toString("hex")}`,
+      ),
+      networkName: forkRec.network.name,
+      workingDir: TESTS_DIR,
+      env: { REWARD_DIR, SUBMISSION_DIR },
+      labels: ctx.labels(forkRec, "verifier", command, { version }),
+    }),
+  );
+}
+
+/** A fresh reward directory owned by the verifier; tests and submission readable, not its own. */
+async function prepareVerifier(
+  ctx: HostContext,
+  verifierId: string,
+  vplan: VerifierPlan,
+  testsTar: string | undefined,
+  submission: Submission,
+): Promise<void> {
+  const { uid, gid } = await resolveIds(ctx.docker, verifierId, vplan.user);
+  const parents = [...new Set(submission.archives.map((a) => a.dir))].flatMap((d) =>
+    d
+      .split("/")
+      .filter(Boolean)
+      .map((_, i, parts) => ({
+        name: parts.slice(0, i + 1).join("/"),
+        type: "directory" as const,
+        mode: 0o755,
+      })),
+  );
+  const dirs = await packEntries([
+    { name: "logs", type: "directory", mode: 0o755 },
+    { name: "logs/verifier", type: "directory", mode: 0o755, uid, gid },
+    { name: "tests", type: "directory", mode: 0o755 },
+    { name: "submission", type: "directory", mode: 0o755 },
+    ...parents,
+  ]);
+  await ctx.docker.containers.putArchive(verifierId, "/", dirs);
+  if (testsTar) await ctx.docker.containers.putArchive(verifierId, TESTS_DIR, createReadStream(testsTar));
+  for (const a of submission.archives) {
+    await ctx.docker.containers.putArchive(verifierId, a.dir, createReadStream(a.path));
+  }
+}
+
+async function runVerifier(
+  ctx: HostContext,
+  verifierId: string,
+  timeoutSec: number,
+): Promise<{ exitCode: number; timedOut: boolean; log: string }> {
+  await ctx.docker.containers.start(verifierId);
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    void ctx.docker.containers.kill(verifierId);
+  }, timeoutSec * 1000);
+  const exitCode = await ctx.docker.containers.wait(verifierId).finally(() => clearTimeout(timer));
+  const logs = await ctx.docker.containers.logs(verifierId, 1000);
+  return { exitCode, timedOut, log: logs.stdout.toString("utf8") + logs.stderr.toString("utf8") };
+}
