@@ -13,6 +13,7 @@ from inspect_ai.event import InfoEvent
 from inspect_ai.log import transcript
 from inspect_ai.util import (
     OutputLimitExceededError,
+    SandboxEnvironment,
     SandboxEnvironmentSpec,
     SandboxUnavailableError,
     SandboxUserUnsupportedError,
@@ -24,6 +25,7 @@ import denv
 from denv.inspect import DenvSandboxConfig, DenvSandboxEnvironment
 from denv.inspect import _config as config_module
 from denv.inspect import _sandbox as sandbox_module
+from denv.inspect import _state as state_module
 from denv.inspect._config import resolve_settings
 from fakecp import FakeControlPlane, Node, error, exec_response
 
@@ -50,11 +52,10 @@ def fake(isolated_config: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Fak
         )
 
     monkeypatch.setattr(config_module, "_client_factory", factory)
-    config_module._versions.clear()
-    sandbox_module._running.clear()
+    # No run state from an earlier (sync) test in the context the async tests copy.
+    token = state_module._ownerless.set(None)
     yield fake
-    config_module._versions.clear()
-    sandbox_module._running.clear()
+    state_module._ownerless.reset(token)
 
 
 @pytest.fixture
@@ -67,6 +68,11 @@ def compose(tmp_path: Path) -> str:
 
 def deploys(fake: FakeControlPlane) -> int:
     return sum(1 for r in fake.requests if r.url.path.endswith("/deploy"))
+
+
+async def end_run() -> None:
+    # What Inspect calls at the end of a run; the next task_init starts a new one.
+    await DenvSandboxEnvironment.task_cleanup("shutdown", None, cleanup=True)
 
 
 # ---------------------------------------------------------------------------- registration
@@ -149,14 +155,14 @@ async def test_task_init_creates_the_project_and_deploys_once(
     assert fake.projects["shop"]["kind"] == "rl-environment"
     assert deploys(fake) == 1
     await DenvSandboxEnvironment.task_init("t", compose)
-    assert deploys(fake) == 1  # cached in this process
+    assert deploys(fake) == 1  # kept for the run
 
-    config_module._versions.clear()  # as a new process: the deploy's evidence decides
+    await end_run()  # a new run: the deploy's evidence decides
     await DenvSandboxEnvironment.task_init("t", compose)
     assert deploys(fake) == 1
 
     await anyio.Path(compose).write_text(COMPOSE + "# changed\n")
-    config_module._versions.clear()
+    await end_run()
     await DenvSandboxEnvironment.task_init("t", compose)
     assert deploys(fake) == 2
 
@@ -167,7 +173,7 @@ async def test_local_cache_when_the_control_plane_records_no_hash(
     await DenvSandboxEnvironment.task_init("t", compose)
     for dep in fake.deployments:
         dep["phases"][0]["evidence"] = None
-    config_module._versions.clear()
+    await end_run()
     await DenvSandboxEnvironment.task_init("t", compose)
     assert deploys(fake) == 1
 
@@ -181,7 +187,7 @@ async def test_a_rollback_after_the_deploy_means_redeploy(
         dep["phases"][0]["evidence"] = None
     fake.environments["shop/alpha"]["version"] = "shop@v0"
     fake.add_version("shop", 0)
-    config_module._versions.clear()
+    await end_run()
     await DenvSandboxEnvironment.task_init("t", compose)
     assert deploys(fake) == 2
 
@@ -319,6 +325,124 @@ async def test_cli_cleanup(
     await DenvSandboxEnvironment.cli_cleanup("shop/mine")
     assert "shop/mine" not in fake.environments
     assert "destroyed shop/mine" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------------- per-run state
+
+
+def sandbox_id(envs: dict[str, SandboxEnvironment]) -> str:
+    first = next(iter(envs.values()))
+    assert isinstance(first, DenvSandboxEnvironment)
+    return first.sandbox_id
+
+
+async def test_concurrent_runs_keep_their_own_state(fake: FakeControlPlane, compose: str) -> None:
+    # Two evals of the same task at once in one process, each driving the provider directly.
+    ready, go, done = ([anyio.Event(), anyio.Event()] for _ in range(3))
+    made: dict[int, str] = {}
+    states: dict[int, state_module.RunState] = {}
+
+    async def run(i: int) -> None:
+        await DenvSandboxEnvironment.task_init("t", compose)
+        made[i] = sandbox_id(await DenvSandboxEnvironment.sample_init("t", compose, {}))
+        states[i] = state_module.run_state()
+        ready[i].set()
+        await go[i].wait()
+        await DenvSandboxEnvironment.task_cleanup("t", compose, cleanup=True)
+        done[i].set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run, 0)
+        tg.start_soon(run, 1)
+        await ready[0].wait()
+        await ready[1].wait()
+        assert states[0] is not states[1]
+        assert set(states[0].sandboxes) == {made[0]}
+        assert set(states[1].sandboxes) == {made[1]}
+        assert deploys(fake) == 1  # one source: the second run finds it deployed
+        go[0].set()
+        await done[0].wait()
+        assert made[0] not in fake.environments
+        assert made[1] in fake.environments  # not the first run's to destroy
+        go[1].set()
+    assert made[1] not in fake.environments
+    assert state_module._ownerless.get() is None  # the runs bound their state in their tasks
+
+
+@pytest.mark.parametrize("cleanup", [True, False])
+async def test_a_run_as_inspect_drives_it(
+    fake: FakeControlPlane, compose: str, cleanup: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Inspect's SandboxManager: one lifecycle scope per run, task_init("startup") (here in a
+    # sibling of the samples, like a SampleSource feeder), samples in tasks of their own,
+    # task_cleanup("shutdown") at the end.
+    from inspect_ai.util._sandbox.lifecycle import sandbox_lifecycle_scope
+
+    made: list[str] = []
+
+    async def sample() -> None:
+        made.append(sandbox_id(await DenvSandboxEnvironment.sample_init("my task", compose, {})))
+
+    with sandbox_lifecycle_scope():
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(DenvSandboxEnvironment.task_init, "startup", compose)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(sample)
+            tg.start_soon(sample)
+        # The samples forked the version task_init found: no second look at the project.
+        assert sum(1 for r in fake.requests if r.url.path == "/v1/projects/shop") == 1
+        await DenvSandboxEnvironment.task_cleanup("shutdown", compose, cleanup=cleanup)
+    assert len(made) == 2
+    out = capsys.readouterr().out
+    for made_id in made:
+        assert (made_id in fake.environments) is not cleanup
+        assert (made_id in out) is not cleanup
+    assert state_module._ownerless.get() is None
+
+
+@pytest.mark.parametrize("cleanup", [True, False])
+async def test_a_real_eval_destroys_or_lists_its_sandboxes(
+    fake: FakeControlPlane,
+    compose: str,
+    cleanup: bool,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from inspect_ai import Task, eval_async
+    from inspect_ai.dataset import Sample
+    from inspect_ai.solver import Generate, Solver, TaskState, solver
+
+    @solver
+    def nothing() -> Solver:
+        async def solve(state: TaskState, generate: Generate) -> TaskState:
+            return state
+
+        return solve
+
+    task = Task(
+        dataset=[Sample(input="a"), Sample(input="b")],
+        solver=nothing(),
+        sandbox=("denv", compose),
+    )
+    monkeypatch.setenv("INSPECT_DISPLAY", "none")
+    logs = await eval_async(
+        task,
+        model="mockllm/model",
+        log_dir=str(tmp_path / "logs"),
+        sandbox_cleanup=cleanup,
+    )
+    assert logs[0].status == "success"
+    assert deploys(fake) == 1
+    forks = [r for r in fake.requests if r.method == "POST" and r.url.path == "/v1/sandboxes"]
+    assert len(forks) == 2
+    left = [env for env in fake.environments if "/inspect-" in env]
+    out = capsys.readouterr().out
+    if cleanup:
+        assert left == []
+    else:  # --no-sandbox-cleanup: left running, and task_cleanup("shutdown") lists them
+        assert len(left) == 2
+        assert all(env in out for env in left)
 
 
 # ---------------------------------------------------------------------------- exec

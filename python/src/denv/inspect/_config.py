@@ -22,6 +22,7 @@ from .._config import load_config
 from .._errors import ConfigError, DenvError, InternalError, NotFoundError
 from .._models import DeploymentEvent
 from .._tar import source_hash
+from ._state import run_state
 
 logger = logging.getLogger("denv.inspect")
 
@@ -152,6 +153,8 @@ def _kind(compose: dict[str, Any]) -> str:
     return kind if kind in ("rl-environment", "service") else "rl-environment"
 
 
+# Per process, not per run: the same generated compose file is the same source (Settings.key)
+# for every run, so concurrent runs share its deploy lock.
 _generated_dirs: dict[str, Path] = {}
 
 
@@ -312,7 +315,8 @@ def _cache_write(settings: Settings, digest: str, version: str) -> None:
 
 # ---------------------------------------------------------------------------- deploy once
 
-_versions: dict[tuple[str, str, str, str, str], str] = {}
+# Per process, not per run (the versions are, in RunState): concurrent runs of one source
+# deploy it once. asyncio locks belong to one event loop; tests run several loops in one process.
 _locks: dict[tuple[int, tuple[str, str, str, str, str]], asyncio.Lock] = {}
 
 
@@ -365,11 +369,12 @@ async def current_version(client: AsyncClient, settings: Settings, digest: str) 
 
 
 async def ensure_version(settings: Settings) -> str:
-    """The version to fork for this configuration: deployed once per source.
+    """The version to fork for this configuration: deployed once per source and run.
 
     With ``version`` set, that version (checked to exist). Otherwise the project's current
     version when it was deployed from the same source (same content hash); else the
-    source is deployed now (the project is created first when missing).
+    source is deployed now (the project is created first when missing). The answer is kept
+    for the rest of the run (:func:`~denv.inspect._state.run_state`).
 
     Args:
         settings: The settings.
@@ -381,19 +386,19 @@ async def ensure_version(settings: Settings) -> str:
         DenvError: The deploy failed (its code's subclass), or the version does not exist.
     """
     key = settings.key
-    if key in _versions:
-        return _versions[key]
-    # asyncio locks belong to one event loop; tests run several loops in one process.
+    versions = run_state().versions
+    if key in versions:
+        return versions[key]
     lock = _locks.setdefault((id(asyncio.get_running_loop()), key), asyncio.Lock())
     async with lock:
-        if key in _versions:
-            return _versions[key]
+        if key in versions:
+            return versions[key]
         client = settings.client()
         try:
             version = await _ensure(client, settings)
         finally:
             await client.aclose()
-        _versions[key] = version
+        versions[key] = version
         return version
 
 

@@ -55,6 +55,7 @@ from ._config import (
     resolve_settings,
     slug,
 )
+from ._state import RunState, run_startup, run_state
 
 logger = logging.getLogger("denv.inspect")
 
@@ -73,18 +74,14 @@ _WRITE_SCRIPT = 'd=$(dirname -- "$1") && mkdir -p -- "$d" && cat > "$1"'
 
 @dataclass
 class _Running:
-    """One sample's sandbox and the client that talks to it."""
+    """One sample's sandbox, the client that talks to it, and the run it belongs to."""
 
     client: AsyncClient
     sandbox: Environment
     settings: Settings
-    task_name: str
+    run: RunState
     workdirs: dict[str, str] = field(default_factory=dict)
     destroyed: bool = False
-
-
-# task name -> sandbox id -> settings, for task_cleanup.
-_running: dict[str, dict[str, Settings]] = {}
 
 
 def _sandbox_name(task_name: str) -> str:
@@ -162,6 +159,7 @@ class DenvSandboxEnvironment(SandboxEnvironment):
             ConfigError: The configuration is incomplete.
             DenvError: The deploy failed (e.g. ``InvalidComposeError`` listing refusals).
         """
+        run_startup()
         await ensure_version(resolve_settings(config))
 
     @override
@@ -203,8 +201,9 @@ class DenvSandboxEnvironment(SandboxEnvironment):
         except BaseException:
             await client.aclose()
             raise
-        running = _Running(client, sandbox, settings, task_name)
-        _running.setdefault(task_name, {})[sandbox.id] = settings
+        run = run_state()
+        running = _Running(client, sandbox, settings, run)
+        run.sandboxes[sandbox.id] = settings
         try:
             names = sandbox.service_names
             if not names:
@@ -257,7 +256,11 @@ class DenvSandboxEnvironment(SandboxEnvironment):
     async def task_cleanup(
         cls, task_name: str, config: SandboxEnvironmentConfigType | None, cleanup: bool
     ) -> None:
-        """Destroys sandboxes the task left, or prints them with ``cleanup=False``.
+        """Destroys the sandboxes the run left, or prints them with ``cleanup=False``.
+
+        Every sandbox of the run, whatever ``task_name`` says: at the end of a run Inspect
+        calls this once per configuration with ``"shutdown"`` (and ``task_init`` with
+        ``"startup"``), while ``sample_init`` gets the task's own name.
 
         Args:
             task_name: The task.
@@ -265,7 +268,10 @@ class DenvSandboxEnvironment(SandboxEnvironment):
             cleanup: False under ``--no-sandbox-cleanup``: the sandboxes are left running
                 (until their TTL) and their ids are printed.
         """
-        left = _running.pop(task_name, {})
+        run = run_state()
+        run.closed = True
+        left = dict(run.sandboxes)
+        run.sandboxes.clear()
         if not left:
             return
         if not cleanup:
@@ -598,5 +604,5 @@ async def _destroy(running: _Running) -> None:
     except DenvError as exc:
         logger.warning("denv: cannot destroy sandbox %s: %s", running.sandbox.id, exc)
     finally:
-        _running.get(running.task_name, {}).pop(running.sandbox.id, None)
+        running.run.sandboxes.pop(running.sandbox.id, None)
         await running.client.aclose()
