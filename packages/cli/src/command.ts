@@ -1,5 +1,5 @@
 import { parseArgs } from "node:util";
-import type { Context } from "./context.js";
+import type { Context, Values } from "./context.js";
 import { UsageError } from "./exit-codes.js";
 import type { Io } from "./io.js";
 
@@ -84,8 +84,6 @@ export const usageLine = (spec: CommandSpec) =>
 export function allFlags(spec: CommandSpec): Record<string, FlagSpec> {
   return { ...spec.flags, ...(spec.remote ? GLOBAL_FLAGS : {}), ...COMMON_FLAGS };
 }
-
-export type Values = Record<string, string | boolean | string[] | boolean[] | undefined>;
 
 /** Parses a command's arguments; bad flags become a UsageError naming the flag. */
 export function parseCommandArgs(

@@ -6,7 +6,6 @@ import {
   loadClientConfig,
 } from "@denv/sdk";
 import { parseEnvRef } from "@denv/spec";
-import { type CommandSpec, usageLine, type Values } from "./command.js";
 import { CliError, UsageError } from "./exit-codes.js";
 import type { Io } from "./io.js";
 
@@ -14,9 +13,22 @@ import type { Io } from "./io.js";
  * What a command's `run` gets: its parsed arguments, the configuration, a client, and the two
  * outputs (the result on stdout, once; progress on stderr).
  */
+/** Parsed flag values of one command. */
+export type Values = Record<string, string | boolean | string[] | boolean[] | undefined>;
+
+/** What a context knows of the command it runs for. */
+export interface CommandInfo {
+  /** The words after `denv`: "deploy", "env fork". */
+  name: string;
+  /** The usage line a usage error shows. */
+  usage: string;
+  /** Exit code of denv's own failures (default 1). */
+  failureCode?: number | undefined;
+}
+
 export class Context {
   readonly io: Io;
-  readonly spec: CommandSpec;
+  readonly spec: CommandInfo;
   readonly positionals: string[];
   /** Arguments after the split (exec: the command to run). */
   readonly rest: string[];
@@ -24,7 +36,7 @@ export class Context {
   #config: LoadedClientConfig | undefined;
   #printed = false;
 
-  constructor(io: Io, spec: CommandSpec, values: Values, positionals: string[], rest: string[]) {
+  constructor(io: Io, spec: CommandInfo, values: Values, positionals: string[], rest: string[]) {
     this.io = io;
     this.spec = spec;
     this.#values = values;
@@ -70,7 +82,7 @@ export class Context {
   }
 
   usage(message: string): UsageError {
-    return new UsageError(message, usageLine(this.spec));
+    return new UsageError(message, this.spec.usage);
   }
 
   /** The positional arguments, checked against how many the command takes. */

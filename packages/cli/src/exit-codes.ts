@@ -1,16 +1,7 @@
 /**
- * The exit codes of `denv` commands, defined in one place. `denv exec` passes its command's code
- * through and uses spec's ExitCodes (125 for its own failures) instead.
+ * The CLI's own errors. Exit codes are spec's ExitCodes: a UsageError exits `usage`, a CliError
+ * `failure` (`denv exec`: `denvFailure`).
  */
-export const ExitCode = {
-  ok: 0,
-  /** The command ran and the answer is no (refusals, a failed deployment), or denv failed. */
-  failure: 1,
-  /** Bad usage: unknown command or flag, wrong number of arguments. */
-  usage: 2,
-} as const;
-
-export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];
 
 /** Thrown by argument parsing; main prints the message and the usage line and exits 2. */
 export class UsageError extends Error {

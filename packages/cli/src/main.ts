@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import { ExitCodes } from "@denv/spec";
 import {
   type CommandSpec,
   commandHelp,
@@ -7,10 +8,11 @@ import {
   groupHelp,
   leafName,
   parseCommandArgs,
+  usageLine,
 } from "./command.js";
 import { COMMANDS } from "./commands/index.js";
 import { Context, describeError } from "./context.js";
-import { ExitCode, UsageError } from "./exit-codes.js";
+import { UsageError } from "./exit-codes.js";
 import { type Io, processIo } from "./io.js";
 
 const USAGE = `usage: denv <command> [args] [flags]
@@ -28,16 +30,16 @@ async function main(argv: string[], io: Io): Promise<number> {
   const [name, ...args] = argv;
   if (name === undefined || isHelp(name)) {
     (name === undefined ? io.stderr : io.stdout)(USAGE);
-    return name === undefined ? ExitCode.usage : ExitCode.ok;
+    return name === undefined ? ExitCodes.usage : ExitCodes.ok;
   }
   const entry = COMMANDS.find((c) => c.name === name);
-  if (entry === undefined) return usageFailure(io, argv, `unknown command '${name}'`, USAGE, ExitCode.usage);
+  if (entry === undefined) return usageFailure(io, argv, `unknown command '${name}'`, USAGE, ExitCodes.usage);
   if ("raw" in entry) {
     try {
       return await entry.raw(args, io);
     } catch (err) {
       if (!(err instanceof UsageError)) throw err;
-      return usageFailure(io, args, err.message, `${err.usage}\n`, ExitCode.usage, entry);
+      return usageFailure(io, args, err.message, `${err.usage}\n`, ExitCodes.usage, entry);
     }
   }
   if ("subcommands" in entry) return await runGroup(entry, args, io);
@@ -48,7 +50,7 @@ async function runGroup(group: GroupSpec, args: string[], io: Io): Promise<numbe
   const [sub, ...rest] = args;
   if (sub === undefined || isHelp(sub)) {
     (sub === undefined ? io.stderr : io.stdout)(groupHelp(group));
-    return sub === undefined ? ExitCode.usage : ExitCode.ok;
+    return sub === undefined ? ExitCodes.usage : ExitCodes.ok;
   }
   const spec = group.subcommands.find((c) => leafName(c) === sub);
   if (spec === undefined) {
@@ -57,14 +59,14 @@ async function runGroup(group: GroupSpec, args: string[], io: Io): Promise<numbe
       args,
       `unknown subcommand '${group.name} ${sub}'`,
       groupHelp(group),
-      ExitCode.usage,
+      ExitCodes.usage,
     );
   }
   return await runCommand(spec, rest, io);
 }
 
 async function runCommand(spec: CommandSpec, args: string[], io: Io): Promise<number> {
-  const failureCode = spec.failureCode ?? ExitCode.failure;
+  const failureCode = spec.failureCode ?? ExitCodes.failure;
   const json = (spec.split?.(args).head ?? args).includes("--json");
   let ctx: Context | undefined;
   try {
@@ -72,9 +74,15 @@ async function runCommand(spec: CommandSpec, args: string[], io: Io): Promise<nu
     const { values, positionals } = parseCommandArgs(spec, head);
     if (values.help === true) {
       io.stdout(commandHelp(spec));
-      return ExitCode.ok;
+      return ExitCodes.ok;
     }
-    ctx = new Context(io, spec, values, positionals, rest);
+    ctx = new Context(
+      io,
+      { name: spec.name, usage: usageLine(spec), failureCode: spec.failureCode },
+      values,
+      positionals,
+      rest,
+    );
     return await spec.run(ctx);
   } catch (err) {
     if (err instanceof UsageError) {
@@ -83,7 +91,7 @@ async function runCommand(spec: CommandSpec, args: string[], io: Io): Promise<nu
         json ? ["--json"] : [],
         err.message,
         `${err.usage}\n`,
-        spec.usageCode ?? ExitCode.usage,
+        spec.usageCode ?? ExitCodes.usage,
         spec,
       );
     }

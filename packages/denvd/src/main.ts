@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 import { parseArgs } from "node:util";
+import { ExitCodes } from "@denv/spec";
 import { streamLog } from "./agent/log.js";
 import { DENVD_VERSION } from "./agent/version.js";
 import { doctor } from "./commands/doctor.js";
@@ -45,33 +46,33 @@ async function main(argv: string[]): Promise<number> {
   const [verb, ...rest] = argv;
   if (verb === undefined || verb === "--help" || verb === "-h" || verb === "help") {
     process.stdout.write(USAGE);
-    return verb === undefined ? 2 : 0;
+    return verb === undefined ? ExitCodes.usage : ExitCodes.ok;
   }
   if (verb === "--version") {
     process.stdout.write(`${DENVD_VERSION}\n`);
-    return 0;
+    return ExitCodes.ok;
   }
   if (!(verb in VERBS)) {
     process.stderr.write(`denvd: unknown command '${verb}'\n\n${USAGE}`);
-    return 2;
+    return ExitCodes.usage;
   }
   if (rest.includes("--help") || rest.includes("-h")) {
     process.stdout.write(USAGE);
-    return 0;
+    return ExitCodes.ok;
   }
   let flags: Flags;
   try {
     flags = parseArgs({ args: rest, options: VERBS[verb as Verb].options, strict: true }).values as Flags;
   } catch (err) {
     process.stderr.write(`denvd ${verb}: ${(err as Error).message}\n`);
-    return 2;
+    return ExitCodes.usage;
   }
   const out = output(flags.json ?? false, process.stdout, process.stderr);
   let config: ReturnType<typeof loadConfig>;
   try {
     config = loadConfig(flags, process.env);
   } catch (err) {
-    if (err instanceof ConfigError) return out.fail(err.message, 2);
+    if (err instanceof ConfigError) return out.fail(err.message, ExitCodes.usage);
     throw err;
   }
   const log = streamLog(process.stderr);
@@ -91,6 +92,6 @@ main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (err: unknown) => {
     process.stderr.write(`denvd: ${err instanceof Error ? err.message : String(err)}\n`);
-    process.exit(1);
+    process.exit(ExitCodes.failure);
   },
 );

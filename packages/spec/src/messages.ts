@@ -57,8 +57,17 @@ export const DefaultCaps = {
   pids: 1024,
 } as const;
 
-/** The exit codes `denv exec` uses for its own failures, as `docker exec` does. */
+/**
+ * Every exit code of denv's commands (`denv`, `denvd`), in one table. Commands exit `ok`,
+ * `failure` (the answer is no: a refusal, a failed deployment, or denv failed) or `usage` (unknown
+ * command or flag, wrong arguments). `denv exec` passes its command's code through and uses the
+ * codes of `docker exec` for its own: `denvFailure`, `cannotExecute`, `notFound`, and `timedOut`
+ * for a command killed at its timeout.
+ */
 export const ExitCodes = {
+  ok: 0,
+  failure: 1,
+  usage: 2,
   denvFailure: 125,
   cannotExecute: 126,
   notFound: 127,

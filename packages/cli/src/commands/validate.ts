@@ -1,9 +1,9 @@
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import { parseArgs } from "node:util";
-import { validateCompose } from "@denv/spec";
+import { ExitCodes, validateCompose } from "@denv/spec";
 import { composeContextFor, DEFAULT_COMPOSE_FILES, findComposeFile } from "../compose-files.js";
-import { ExitCode, UsageError } from "../exit-codes.js";
+import { UsageError } from "../exit-codes.js";
 import type { Io } from "../io.js";
 import { planText } from "../plan-text.js";
 
@@ -24,7 +24,7 @@ exit codes: 0 valid, 1 refused or unreadable, 2 bad usage
 `;
 
 /** `denv validate [FILE] [--json]`. */
-export function validate(args: string[], io: Io): ExitCode {
+export function validate(args: string[], io: Io): number {
   let parsed: ReturnType<typeof parseValidateArgs>;
   try {
     parsed = parseValidateArgs(args);
@@ -42,15 +42,15 @@ export function validate(args: string[], io: Io): ExitCode {
   }
   if (parsed.values.help === true) {
     io.stdout(VALIDATE_HELP);
-    return ExitCode.ok;
+    return ExitCodes.ok;
   }
   if (parsed.positionals.length > 1) throw new UsageError("validate takes at most one FILE", VALIDATE_USAGE);
   const json = parsed.values.json === true;
 
-  const fail = (code: string, message: string): ExitCode => {
+  const fail = (code: string, message: string): number => {
     if (json) io.stdout(`${JSON.stringify({ ok: false, error: { code, message } })}\n`);
     else io.stderr(`denv validate: ${message}\n`);
-    return ExitCode.failure;
+    return ExitCodes.failure;
   };
 
   const given = parsed.positionals[0];
@@ -79,7 +79,7 @@ export function validate(args: string[], io: Io): ExitCode {
   } else {
     io.stderr(result.refusals.map((line) => `${line}\n`).join(""));
   }
-  return result.ok ? ExitCode.ok : ExitCode.failure;
+  return result.ok ? ExitCodes.ok : ExitCodes.failure;
 }
 
 function parseValidateArgs(args: string[]) {

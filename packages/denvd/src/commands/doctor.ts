@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
 import { mkdir, readFile, rm, statfs, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import { ExitCodes } from "@denv/spec";
 import type { DenvdConfig } from "../config.js";
 import { DockerClient } from "../docker/docker-client.js";
 import { run } from "../host/run.js";
@@ -165,5 +166,5 @@ export async function doctor(config: DenvdConfig, out: Output): Promise<number> 
     )
     .join("\n");
   out.result({ ok, checks: list }, text);
-  return ok ? 0 : 1;
+  return ok ? ExitCodes.ok : ExitCodes.failure;
 }

@@ -1,5 +1,5 @@
 import { access } from "node:fs/promises";
-import { ErrorResponse, JoinRequest, JoinResponse } from "@denv/spec";
+import { ErrorResponse, ExitCodes, JoinRequest, JoinResponse } from "@denv/spec";
 import { hostFilePath, readHostFile, writeHostFile } from "../agent/host-file.js";
 import type { DenvdConfig } from "../config.js";
 import type { Output } from "./output.js";
@@ -10,9 +10,13 @@ import type { Output } from "./output.js";
  * never printed.
  */
 export async function join(config: DenvdConfig, out: Output): Promise<number> {
-  if (!config.url) return out.fail("join needs --url URL (or DENVD_URL): the control plane's address", 2);
+  if (!config.url)
+    return out.fail("join needs --url URL (or DENVD_URL): the control plane's address", ExitCodes.usage);
   if (!config.joinToken)
-    return out.fail("join needs --token JOIN_TOKEN (or DENVD_TOKEN): create one with `denv hosts token`", 2);
+    return out.fail(
+      "join needs --token JOIN_TOKEN (or DENVD_TOKEN): create one with `denv hosts token`",
+      ExitCodes.usage,
+    );
   const path = hostFilePath(config.stateDir);
   if (!config.force && (await exists(path))) {
     const prior = await readHostFile(config.stateDir).catch(() => undefined);
@@ -64,7 +68,7 @@ export async function join(config: DenvdConfig, out: Output): Promise<number> {
       "start the sidecar: systemctl enable --now denvd (or: denvd run)",
     ].join("\n"),
   );
-  return 0;
+  return ExitCodes.ok;
 }
 
 function safeJson(text: string): unknown {

@@ -1,3 +1,4 @@
+import { ExitCodes } from "@denv/spec";
 import { startDaemon } from "../agent/daemon.js";
 import { readHostFile } from "../agent/host-file.js";
 import type { Log } from "../agent/log.js";
@@ -37,5 +38,5 @@ export async function run(config: DenvdConfig, out: Output, log: Log): Promise<n
   await daemon.stop();
   await runtime.close();
   log("stopped");
-  return 0;
+  return ExitCodes.ok;
 }

@@ -1,4 +1,5 @@
 import { join } from "node:path";
+import { ExitCodes } from "@denv/spec";
 import { readHostFile } from "../agent/host-file.js";
 import { Journal } from "../agent/journal.js";
 import type { DenvdConfig } from "../config.js";
@@ -59,5 +60,5 @@ export async function status(config: DenvdConfig, out: Output): Promise<number> 
     `journal       ${json.journal.done} done, ${unfinished.length} unfinished`,
   ];
   out.result(json, lines.join("\n"));
-  return 0;
+  return ExitCodes.ok;
 }
