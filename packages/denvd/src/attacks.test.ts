@@ -1,7 +1,8 @@
 import { readlink } from "node:fs/promises";
-import { ComposeReasons, Protection, Refusal, validateCompose } from "@denv/spec";
+import { ComposeReasons, HostRefusals, Protection, Refusal, validateCompose } from "@denv/spec";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { packEntries } from "./files/tar-pack.js";
+import { buildTag } from "./runtime/ensure-image.js";
 import { readContainerFile } from "./runtime/principals.js";
 import type { Runtime } from "./runtime/runtime.js";
 import { leftovers, openTestRuntime, writeProject } from "./testing/harness.js";
@@ -164,6 +165,38 @@ describe("attacks", () => {
     it("the workdir was given to the agent user without running any of them", async () => {
       const r = await rt.exec(env, { shell: "stat -c %u /app /app/seed.txt" });
       expect(r.stdout.toString()).toBe("1000\n1000\n");
+    });
+  });
+
+  describe("one project poisoning another's images", () => {
+    it("a build named like a shared image does not replace it", async () => {
+      const before = await rt.host.docker.images.info("debian:bookworm-slim");
+      const dir = await writeProject({
+        "compose.yaml": `services:\n  main:\n    image: debian:bookworm-slim\n    build: .\n    command: ["sleep", "infinity"]\n`,
+        Dockerfile: "FROM debian:bookworm-slim\nRUN echo poisoned > /poisoned\n",
+      });
+      await rt.deploy({ project: "evil", projectDir: dir });
+      expect((await rt.host.docker.images.info("debian:bookworm-slim"))?.id).toBe(before?.id);
+      const r = await rt.exec("evil/alpha", { shell: "cat /poisoned" });
+      expect(r.stdout.toString()).toBe("poisoned\n");
+      await rt.destroy("evil/alpha");
+    });
+
+    it.each([
+      ["a service", `services:\n  main:\n    image: IMAGE\n    command: ["sleep", "infinity"]\n`],
+      [
+        "the verifier",
+        `services:\n  main:\n    image: debian:bookworm-slim\n    command: ["sleep", "infinity"]\nx-denv:\n  verifier:\n    image: IMAGE\n    command: "true"\n`,
+      ],
+    ])("%s cannot run another project's build, and nothing is left", async (_what, compose) => {
+      const victim = buildTag("trojan", "denv-local/trojan-main:latest");
+      expect(await rt.host.docker.images.info(victim)).toBeDefined();
+      const dir = await writeProject({ "compose.yaml": compose.replace("IMAGE", victim) });
+      const envs = (await rt.list()).environments.length;
+      await expect(rt.deploy({ project: "thief", projectDir: dir })).rejects.toThrow(
+        HostRefusals.foreignImage(victim, "trojan"),
+      );
+      expect((await rt.list()).environments.length).toBe(envs);
     });
   });
 });

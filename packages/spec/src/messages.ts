@@ -299,6 +299,13 @@ export const RefusedServiceKeys: Readonly<Record<string, string>> = {
   models: ComposeReasons.notSupported("models are"),
 };
 
+/** What a host refuses of a project, whatever its compose file says. */
+export const HostRefusals = {
+  /** Images denvd built are scoped to their project: no project runs another's build. */
+  foreignImage: (image: string, owner: string) =>
+    `refused: image '${image}' was built on this host for project '${owner}'; a project runs only its own builds and images denv did not build`,
+} as const;
+
 /** POST /v1/hosts/join refusals (401), exactly these strings. */
 export const JoinTokenMessages = {
   invalid: "join token is not valid",

@@ -1,43 +1,71 @@
 import { spawn } from "node:child_process";
 import { resolve } from "node:path";
-import { DenvError, Labels, type ServicePlan } from "@denv/spec";
+import { DenvError, HostRefusals, Labels, type ServicePlan } from "@denv/spec";
 import type { ImageInfo } from "../docker/docker-client.js";
 import type { ImageRecord } from "../records.js";
 import type { HostContext } from "./host-context.js";
 
-/** The image of a service or a verifier: built from its context, or one already on this host. */
+/**
+ * The tag denvd builds a project's image under: a namespace of the project's own, never the name
+ * the compose file chose (a file could name another project's image, or `debian:bookworm-slim`,
+ * and replace it engine-wide). Identical builds of one project share the tag and the image.
+ */
+export function buildTag(project: string, image: string): string {
+  const component = image
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, "-")
+    .replace(/^-+|-+$/g, "");
+  return `denv-build/${project}/${component || "image"}:latest`;
+}
+
+/** Images of one deploy, by the name the compose file gives them (a verifier may name a service's). */
+export type BuiltImages = Map<string, ImageRecord>;
+
+/**
+ * The image of a service or a verifier: built from its context under the project's own tag, or
+ * one already on this host that no other project's build made.
+ */
 export async function ensureImage(
   ctx: HostContext,
+  project: string,
   image: string,
   build: ServicePlan["build"],
   projectDir: string,
+  built: BuiltImages,
 ): Promise<ImageRecord> {
   if (build) {
+    const tag = buildTag(project, image);
     const context = resolve(projectDir, build.context);
-    ctx.log(`build ${image} from ${build.context}`);
+    ctx.log(`build ${image} from ${build.context} as ${tag}`);
     const tar = spawn("tar", ["-C", context, "-cf", "-", "."], { stdio: ["ignore", "pipe", "inherit"] });
     const imageId = await ctx.docker.images.build(
       tar.stdout,
       {
-        tag: image,
+        tag,
         dockerfile: build.dockerfile,
         args: build.args,
         target: build.target,
-        // No project label: projects deploying the same compose file share the tag, and an
-        // identical build must give an identical image instead of leaving the old one dangling.
-        labels: { [Labels.managed]: "true" },
+        labels: { [Labels.managed]: "true", [Labels.project]: project, [Labels.role]: "build" },
       },
       (line) => ctx.log(line.trimEnd()),
     );
     const info = (await ctx.docker.images.info(imageId)) as ImageInfo;
-    return { image, imageId, repoDigests: info.repoDigests, layers: info.layers };
+    const rec = { image, imageId, repoDigests: info.repoDigests, layers: info.layers };
+    built.set(image, rec);
+    return rec;
   }
+  const same = built.get(image);
+  if (same) return same;
   const info = await ctx.docker.images.info(image);
   if (!info) {
     throw new DenvError(
       "not_found",
       `image '${image}' is not on this host: build it here, or give the service a build: section`,
     );
+  }
+  const owner = info.labels[Labels.project];
+  if (info.labels[Labels.managed] === "true" && owner !== undefined && owner !== project) {
+    throw new DenvError("forbidden", HostRefusals.foreignImage(image, owner));
   }
   return { image, imageId: info.id, repoDigests: info.repoDigests, layers: info.layers };
 }

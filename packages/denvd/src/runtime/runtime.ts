@@ -9,7 +9,7 @@ import { loadPlan } from "../project-loader.js";
 import type { ImageRecord } from "../records.js";
 import { stopAgent } from "./agent-processes.js";
 import { collectGarbage } from "./collect-garbage.js";
-import { ensureImage, tarDirectory } from "./ensure-image.js";
+import { type BuiltImages, ensureImage, tarDirectory } from "./ensure-image.js";
 import { type ExecOptions, execInEnvironment } from "./environment-exec.js";
 import { type FilesTarget, getFiles, putFiles, readFile, writeFile } from "./environment-files.js";
 import { type EnvironmentInfo, environmentInfo, type VersionInfo, versionInfo } from "./environment-info.js";
@@ -109,10 +109,12 @@ export class Runtime {
       return undoable(ctx.log, async (undo) => {
         phase("build");
         const images: Record<string, ImageRecord> = {};
-        for (const svc of plan.services)
-          images[svc.name] = await ensureImage(ctx, svc.image, svc.build, projectDir);
+        const built: BuiltImages = new Map();
+        for (const svc of plan.services) {
+          images[svc.name] = await ensureImage(ctx, project, svc.image, svc.build, projectDir, built);
+        }
         const verifierImage = plan.verifier
-          ? await ensureImage(ctx, plan.verifier.image, plan.verifier.build, projectDir)
+          ? await ensureImage(ctx, project, plan.verifier.image, plan.verifier.build, projectDir, built)
           : undefined;
         let testsTar: string | undefined;
         if (plan.verifier?.tests) {
