@@ -1,23 +1,24 @@
-import { ComposeMessages, ComposeNotes, ComposeReasons, RefusedServiceKeys } from "../messages.js";
-import type { DependsOn, Healthcheck, ProjectKind, Resources, ServicePlan } from "../plan.js";
+import { ComposeMessages, ComposeNotes, ComposeReasons } from "../messages.js";
+import type { ProjectKind, Resources, ServicePlan } from "../plan.js";
 import { parseBuild } from "./build.js";
 import type { ComposeContext } from "./compose-context.js";
-import { parseEnvFile } from "./env-file.js";
+import { parseDependsOn } from "./depends-on.js";
+import { parseDeploy, serviceResources } from "./deploy.js";
+import { parseEnvFiles } from "./env-files.js";
 import { parseEnvironment } from "./environment.js";
 import type { Findings, Refuse } from "./findings.js";
+import { parseHealthcheck, parseRestart, parseStopGracePeriod } from "./lifecycle.js";
 import { parseServiceVolumes } from "./mounts.js";
 import { parseExpose, parsePorts } from "./ports.js";
-import { projectPath } from "./project-path.js";
-import { parseCpus, parseMemory, parsePids, parseResourceBlock, withDefaults } from "./resources.js";
-import { parseCount, parseDuration } from "./units.js";
+import { parseCpus, parseMemory, parsePids } from "./resources.js";
+import { parseCapDrop, parseSecurityOpt, refuseServiceKey } from "./security.js";
+import { parseNetworkMode, parseServiceNetworks } from "./service-networks.js";
 import {
   booleanValue,
   describe,
   isExtensionKey,
   isInert,
-  isMapping,
   keyValues,
-  numberValue,
   put,
   scalarString,
   stringList,
@@ -56,34 +57,7 @@ export const ACCEPTED_SERVICE_KEYS = [
   "platform",
 ] as const;
 
-/** Service keys refused with a reason that depends on their value. */
-export const VALUE_REFUSED_SERVICE_KEYS = [
-  "security_opt",
-  "pid",
-  "ipc",
-  "uts",
-  "userns_mode",
-  "cgroup",
-] as const;
-
 const ACCEPTED: ReadonlySet<string> = new Set(ACCEPTED_SERVICE_KEYS);
-
-const NAMESPACES: Readonly<Record<string, string>> = {
-  pid: "PID",
-  ipc: "IPC",
-  uts: "UTS",
-  userns_mode: "user",
-  cgroup: "cgroup",
-};
-
-/** security_opt values that turn confinement off (as written, or with `=` for `:`). */
-const DISABLING_SECURITY_OPTS = new Set([
-  "seccomp:unconfined",
-  "apparmor:unconfined",
-  "label:disable",
-  "no-new-privileges:false",
-  "systempaths:unconfined",
-]);
 
 /** What a service is validated against. */
 export interface ServiceScope {
@@ -176,7 +150,7 @@ export function validateService(
           ) ?? {};
         break;
       case "env_file":
-        fileEnvironment = parseEnvFiles(value, refuse, scope);
+        fileEnvironment = parseEnvFiles(value, refuse, ctx, findings);
         break;
       case "working_dir": {
         const dir = scalarString(value);
@@ -210,7 +184,7 @@ export function validateService(
         break;
       }
       case "depends_on":
-        plan.dependsOn = parseDependsOn(name, value, refuse, scope);
+        plan.dependsOn = parseDependsOn(name, value, refuse, scope.services, findings);
         break;
       case "healthcheck": {
         const healthcheck = parseHealthcheck(value, refuse);
@@ -239,33 +213,19 @@ export function validateService(
         break;
       }
       case "stop_grace_period": {
-        const ms = parseDuration(value);
-        if (ms === undefined) expected(key, DURATION, value);
-        else plan.stopGracePeriodMs = ms;
+        const ms = parseStopGracePeriod(value, refuse);
+        if (ms !== undefined) plan.stopGracePeriodMs = ms;
         break;
       }
       case "restart":
         parseRestart(value, refuse, plan);
         break;
-      case "cap_drop": {
-        const capabilities = stringList(value);
-        if (capabilities === undefined) {
-          expected(key, "a list of capabilities", value);
-          break;
-        }
-        for (const capability of capabilities) {
-          if (/^[A-Za-z_]+$/.test(capability)) plan.capDrop.push(capability.toUpperCase());
-          else expected(key, "a capability name such as NET_RAW or ALL", capability);
-        }
+      case "cap_drop":
+        plan.capDrop = parseCapDrop(value, refuse);
         break;
-      }
       case "network_mode": {
-        const mode = scalarString(value) ?? "";
-        const join = /^(service|container):(.+)$/.exec(mode);
-        if (mode === "none") plan.networkMode = "none";
-        else if (mode === "host") refuse(key, ComposeReasons.networkModeHost);
-        else if (join !== null) refuse(key, ComposeReasons.networkModeJoin(join[2] ?? ""));
-        else refuse(key, ComposeReasons.networkModeOther(mode));
+        const mode = parseNetworkMode(value, refuse);
+        if (mode !== undefined) plan.networkMode = mode;
         break;
       }
       case "networks": {
@@ -319,43 +279,11 @@ export function validateService(
         }
         break;
       }
-      case "security_opt": {
-        if (isInert(value)) break;
-        const options = stringList(value);
-        if (options === undefined) {
-          expected(key, "a list of options", value);
-          break;
-        }
-        for (const option of options) {
-          const normalized = option.toLowerCase().replace("=", ":");
-          if (normalized === "no-new-privileges:true" || normalized === "no-new-privileges") {
-            plan.noNewPrivileges = true;
-            continue;
-          }
-          refuse(
-            key,
-            DISABLING_SECURITY_OPTS.has(normalized)
-              ? ComposeReasons.securityOptDisables(option)
-              : ComposeReasons.securityOptOther(option),
-          );
-        }
+      case "security_opt":
+        if (parseSecurityOpt(value, refuse)) plan.noNewPrivileges = true;
         break;
-      }
-      default: {
-        const namespace = Object.hasOwn(NAMESPACES, key) ? NAMESPACES[key] : undefined;
-        if (namespace !== undefined) {
-          if (isInert(value)) break;
-          const mode = scalarString(value) ?? "";
-          const join = /^(service|container):(.+)$/.exec(mode);
-          if (mode === "host") refuse(key, ComposeReasons.namespaceHost(namespace));
-          else if (join !== null) refuse(key, ComposeReasons.namespaceJoin(namespace, join[2] ?? ""));
-          else refuse(key, ComposeReasons.namespaceOther(namespace));
-          break;
-        }
-        const reason = Object.hasOwn(RefusedServiceKeys, key) ? RefusedServiceKeys[key] : undefined;
-        if (reason === undefined) refuse(key, ComposeReasons.unknownKey);
-        else if (!isInert(value)) refuse(key, reason);
-      }
+      default:
+        refuseServiceKey(key, value, refuse);
     }
   }
 
@@ -369,295 +297,7 @@ export function validateService(
       refuse("networks", ComposeReasons.networksWithoutNetwork);
     if (hasPorts) refuse("ports", ComposeReasons.portsWithoutNetwork);
   }
-  const conflicts: [keyof Resources, string, string][] = [
-    ["memoryBytes", "mem_limit", "deploy.resources.limits.memory"],
-    ["cpus", "cpus", "deploy.resources.limits.cpus"],
-    ["pids", "pids_limit", "deploy.resources.limits.pids"],
-  ];
-  for (const [field, serviceKey, deployKey] of conflicts) {
-    const a = caps[field];
-    const b = limits[field];
-    if (a !== undefined && b !== undefined && a !== b)
-      refuse(deployKey, ComposeReasons.conflictingCap(serviceKey, deployKey));
-  }
-  plan.resources = withDefaults(
-    {
-      memoryBytes: caps.memoryBytes ?? limits.memoryBytes,
-      cpus: caps.cpus ?? limits.cpus,
-      pids: caps.pids ?? limits.pids,
-    },
-    scope.defaults,
-  );
+  plan.resources = serviceResources(caps, limits, scope.defaults, refuse);
   const joined = plan.networkMode === "none" ? [] : (networks ?? ["default"]);
   return { plan, networks: joined };
-}
-
-const DURATION = "a duration such as '30s', '1m30s' or '500ms'";
-
-function parseEnvFiles(value: unknown, refuse: Refuse, scope: ServiceScope): Record<string, string> {
-  const key = "env_file";
-  const entries: { path: unknown; required: boolean }[] = [];
-  const items = Array.isArray(value) ? value : [value];
-  for (const item of items) {
-    if (typeof item === "string") {
-      entries.push({ path: item, required: true });
-    } else if (isMapping(item)) {
-      let required = true;
-      for (const [k, v] of Object.entries(item)) {
-        if (k === "path" || isExtensionKey(k)) continue;
-        if (k === "required") {
-          const b = booleanValue(v);
-          if (b === undefined)
-            refuse(`${key}.required`, ComposeReasons.expected("true or false", describe(v)));
-          else required = b;
-        } else if (k === "format") {
-          refuse(`${key}.format`, ComposeReasons.notSupported("env_file format is"));
-        } else {
-          refuse(`${key}.${k}`, ComposeReasons.unknownKey);
-        }
-      }
-      entries.push({ path: item.path, required });
-    } else {
-      refuse(key, ComposeReasons.expected("a path, a list of paths or of {path, required}", describe(item)));
-    }
-  }
-
-  const out: Record<string, string> = {};
-  for (const { path, required } of entries) {
-    if (typeof path !== "string" || path === "") {
-      refuse(`${key}.path`, ComposeReasons.expected("a path in the project", describe(path)));
-      continue;
-    }
-    const rel = projectPath(path);
-    if (!rel.ok) {
-      refuse(key, rel.reason);
-      continue;
-    }
-    const text = scope.ctx.readFile(rel.path);
-    if (text === undefined) {
-      if (required) refuse(key, ComposeReasons.notFound(path));
-      continue;
-    }
-    const parsed = parseEnvFile(
-      text,
-      (name) => scope.ctx.env[name],
-      (name) => scope.findings.note(ComposeNotes.variableUnset(name)),
-    );
-    if (!parsed.ok) {
-      refuse(key, ComposeReasons.envFileLine(path, parsed.line, parsed.problem));
-      continue;
-    }
-    for (const [name, v] of Object.entries(parsed.values)) put(out, name, v);
-  }
-  return out;
-}
-
-const CONDITIONS = ["service_started", "service_healthy", "service_completed_successfully"] as const;
-type Condition = (typeof CONDITIONS)[number];
-
-function isCondition(value: unknown): value is Condition {
-  return CONDITIONS.some((c) => c === value);
-}
-
-function parseDependsOn(name: string, value: unknown, refuse: Refuse, scope: ServiceScope): DependsOn[] {
-  const key = "depends_on";
-  const out: DependsOn[] = [];
-  const add = (service: string, condition: Condition, required: boolean) => {
-    if (!scope.services.has(service)) {
-      if (required) refuse(key, ComposeReasons.undefinedService(service));
-      else scope.findings.note(ComposeNotes.optionalDependencyMissing(name, service));
-      return;
-    }
-    if (!out.some((d) => d.service === service)) out.push({ service, condition });
-  };
-  if (Array.isArray(value)) {
-    for (const item of value) {
-      const service = scalarString(item);
-      if (service === undefined) refuse(key, ComposeReasons.expected("a service name", describe(item)));
-      else add(service, "service_started", true);
-    }
-    return out;
-  }
-  if (!isMapping(value)) {
-    refuse(key, ComposeReasons.expected("a list of services or a mapping", describe(value)));
-    return out;
-  }
-  for (const [service, spec] of Object.entries(value)) {
-    let condition: Condition = "service_started";
-    let required = true;
-    if (isMapping(spec)) {
-      for (const [k, v] of Object.entries(spec)) {
-        if (isExtensionKey(k)) continue;
-        if (k === "condition") {
-          if (isCondition(v)) condition = v;
-          else
-            refuse(
-              `${key}.${service}.condition`,
-              ComposeReasons.expected(`one of ${CONDITIONS.join(", ")}`, describe(v)),
-            );
-        } else if (k === "required") {
-          const b = booleanValue(v);
-          if (b === undefined)
-            refuse(`${key}.${service}.required`, ComposeReasons.expected("true or false", describe(v)));
-          else required = b;
-        } else if (k === "restart") {
-          if (booleanValue(v) === true)
-            scope.findings.note(ComposeNotes.dependsOnRestartIgnored(name, service));
-        } else {
-          refuse(`${key}.${service}.${k}`, ComposeReasons.unknownKey);
-        }
-      }
-    } else if (spec !== null) {
-      refuse(`${key}.${service}`, ComposeReasons.expected("a mapping with condition", describe(spec)));
-      continue;
-    }
-    add(service, condition, required);
-  }
-  return out;
-}
-
-function parseHealthcheck(value: unknown, refuse: Refuse): Healthcheck | undefined {
-  const key = "healthcheck";
-  if (!isMapping(value)) {
-    refuse(key, ComposeReasons.expected("a mapping", describe(value)));
-    return undefined;
-  }
-  // An empty test keeps the image's own HEALTHCHECK, with the timings given here.
-  const healthcheck: Healthcheck = { test: [] };
-  let disable = false;
-  const durations: Record<string, "intervalMs" | "timeoutMs" | "startPeriodMs" | "startIntervalMs"> = {
-    interval: "intervalMs",
-    timeout: "timeoutMs",
-    start_period: "startPeriodMs",
-    start_interval: "startIntervalMs",
-  };
-  for (const [k, v] of Object.entries(value)) {
-    if (isExtensionKey(k) || v === null) continue;
-    const field = Object.hasOwn(durations, k) ? durations[k] : undefined;
-    if (field !== undefined) {
-      const ms = parseDuration(v);
-      if (ms === undefined) refuse(`${key}.${k}`, ComposeReasons.expected(DURATION, describe(v)));
-      else healthcheck[field] = ms;
-    } else if (k === "test") {
-      const test = typeof v === "string" && v !== "" ? ["CMD-SHELL", v] : stringList(v);
-      const head = test?.[0];
-      const valid =
-        test !== undefined &&
-        (head === "NONE" ||
-          (head === "CMD" && test.length >= 2) ||
-          (head === "CMD-SHELL" && test.length === 2 && test[1] !== ""));
-      if (!valid) refuse(`${key}.test`, ComposeReasons.healthcheckTest);
-      else healthcheck.test = test;
-    } else if (k === "retries") {
-      const retries = parseCount(v);
-      if (retries === undefined)
-        refuse(`${key}.retries`, ComposeReasons.expected("a whole number", describe(v)));
-      else healthcheck.retries = retries;
-    } else if (k === "disable") {
-      const b = booleanValue(v);
-      if (b === undefined) refuse(`${key}.disable`, ComposeReasons.expected("true or false", describe(v)));
-      else disable = b;
-    } else {
-      refuse(`${key}.${k}`, ComposeReasons.unknownKey);
-    }
-  }
-  if (disable) {
-    if (healthcheck.test.length > 0) {
-      refuse(`${key}.disable`, ComposeReasons.healthcheckDisabledWithTest);
-      return undefined;
-    }
-    return { test: ["NONE"] };
-  }
-  return healthcheck;
-}
-
-function parseRestart(value: unknown, refuse: Refuse, plan: ServicePlan): void {
-  const text = scalarString(value) ?? String(value);
-  const retries = /^on-failure:(\d+)$/.exec(text);
-  if (text === "no" || text === "always" || text === "on-failure" || text === "unless-stopped") {
-    plan.restart = text;
-  } else if (retries !== null) {
-    plan.restart = "on-failure";
-    plan.restartMaxRetries = Number(retries[1]);
-  } else {
-    refuse("restart", ComposeReasons.restart(text));
-  }
-}
-
-function parseServiceNetworks(
-  value: unknown,
-  refuse: Refuse,
-  declared: ReadonlySet<string>,
-): { networks: string[]; aliases: string[] } {
-  const key = "networks";
-  const out = { networks: [] as string[], aliases: [] as string[] };
-  const join = (network: string) => {
-    if (!declared.has(network)) refuse(key, ComposeReasons.undeclaredNetwork(network));
-    else out.networks.push(network);
-  };
-  if (Array.isArray(value)) {
-    for (const item of value) {
-      const network = scalarString(item);
-      if (network === undefined) refuse(key, ComposeReasons.expected("a network name", describe(item)));
-      else join(network);
-    }
-    return out;
-  }
-  if (!isMapping(value)) {
-    refuse(key, ComposeReasons.expected("a list of networks or a mapping", describe(value)));
-    return out;
-  }
-  for (const [network, spec] of Object.entries(value)) {
-    join(network);
-    if (spec === null) continue;
-    if (!isMapping(spec)) {
-      refuse(`${key}.${network}`, ComposeReasons.expected("a mapping with aliases", describe(spec)));
-      continue;
-    }
-    for (const [k, v] of Object.entries(spec)) {
-      if (isExtensionKey(k) || v === null) continue;
-      if (k === "aliases") {
-        const aliases = stringList(v);
-        if (aliases === undefined)
-          refuse(`${key}.${network}.aliases`, ComposeReasons.expected("a list of names", describe(v)));
-        else out.aliases.push(...aliases);
-      } else if (!isInert(v)) {
-        refuse(`${key}.${network}.${k}`, ComposeReasons.networkOption(k));
-      }
-    }
-  }
-  return out;
-}
-
-function parseDeploy(value: unknown, refuse: Refuse): Partial<Resources> {
-  if (!isMapping(value)) {
-    refuse("deploy", ComposeReasons.expected("a mapping", describe(value)));
-    return {};
-  }
-  let limits: Partial<Resources> = {};
-  for (const [k, v] of Object.entries(value)) {
-    if (isExtensionKey(k) || v === null) continue;
-    if (k === "resources") {
-      if (!isMapping(v)) {
-        refuse("deploy.resources", ComposeReasons.expected("a mapping", describe(v)));
-        continue;
-      }
-      for (const [rk, rv] of Object.entries(v)) {
-        if (isExtensionKey(rk) || rv === null) continue;
-        if (rk === "limits") limits = parseResourceBlock(rv, "deploy.resources.limits", refuse);
-        else if (rk === "reservations") {
-          if (!isInert(rv)) refuse("deploy.resources.reservations", ComposeReasons.reservations);
-        } else refuse(`deploy.resources.${rk}`, ComposeReasons.unknownKey);
-      }
-    } else if (k === "replicas") {
-      if (numberValue(v) !== 1) refuse("deploy.replicas", ComposeReasons.replicas);
-    } else if (k === "placement") {
-      if (!isInert(v)) refuse("deploy.placement", ComposeReasons.deployPlacement);
-    } else if (k === "restart_policy") {
-      if (!isInert(v)) refuse("deploy.restart_policy", ComposeReasons.deployRestartPolicy);
-    } else if (!isInert(v)) {
-      refuse(`deploy.${k}`, ComposeReasons.deployKey);
-    }
-  }
-  return limits;
 }
