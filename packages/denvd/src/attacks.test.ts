@@ -1,7 +1,10 @@
 import { readlink } from "node:fs/promises";
+import { createServer } from "node:net";
 import { ComposeReasons, HostRefusals, Protection, Refusal, validateCompose } from "@denv/spec";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { packEntries } from "./files/tar-pack.js";
+import { hasRejectRule } from "./host/firewall.js";
+import { run } from "./host/run.js";
 import { buildTag } from "./runtime/ensure-image.js";
 import { readContainerFile } from "./runtime/principals.js";
 import type { Runtime } from "./runtime/runtime.js";
@@ -197,6 +200,57 @@ describe("attacks", () => {
         HostRefusals.foreignImage(victim, "trojan"),
       );
       expect((await rt.list()).environments.length).toBe(envs);
+    });
+  });
+
+  describe("IPv6 and DNS", () => {
+    it("the agent has no IPv6 and cannot reach a host listener on [::] through its bridge", async () => {
+      const info = await rt.environment(env);
+      const probe = await rt.probeEgress(env);
+      expect(probe.ok).toBe(true);
+      expect(probe.services.map((s) => s.ipv6)).toEqual([[]]);
+      expect(await hasRejectRule(info.network.id)).toBe(true);
+      const r = await rt.exec(env, {
+        shell: "cat /proc/sys/net/ipv6/conf/all/disable_ipv6; cat /proc/net/if_inet6",
+      });
+      expect(r.stdout.toString()).toBe("1\n");
+
+      const hits: string[] = [];
+      const server = createServer((sock) => {
+        hits.push(sock.remoteAddress ?? "?");
+        sock.destroy();
+      });
+      await new Promise<void>((resolve) => server.listen({ port: 0, host: "::", ipv6Only: false }, resolve));
+      const port = (server.address() as { port: number }).port;
+      try {
+        const bridge = `br-${info.network.id.slice(0, 12)}`;
+        const addrs = JSON.parse(
+          (await run("ip", ["-6", "-j", "addr", "show", "dev", bridge])).stdout || "[]",
+        ) as Array<{
+          addr_info?: Array<{ local: string; scope: string }>;
+        }>;
+        const targets = addrs
+          .flatMap((a) => a.addr_info ?? [])
+          .map((a) => (a.scope === "link" ? `${a.local}%eth0` : a.local));
+        for (const target of targets) {
+          const c = await rt.exec(env, {
+            shell: `exec 3<>/dev/tcp/${target}/${port} && echo connected`,
+            timeout: 5,
+          });
+          expect({ target, out: c.stdout.toString() }).toEqual({ target, out: "" });
+        }
+        // Where the host gives its bridge no IPv6 address, there is nothing to reach either way.
+        expect(hits).toEqual([]);
+      } finally {
+        server.close();
+      }
+    });
+
+    it("the probe records the resolver path: the embedded DNS, the engine and its loopback upstream", async () => {
+      const probe = await rt.probeEgress(env);
+      expect(probe.services[0]?.nameservers).toEqual(["127.0.0.11"]);
+      expect(probe.resolver.engine).toBe((await rt.host.docker.version()).version);
+      expect(probe.findings.some((f) => f.includes("CVE-2024-29018"))).toBe(probe.resolver.embeddedDnsLeaks);
     });
   });
 });

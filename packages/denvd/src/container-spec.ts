@@ -92,6 +92,7 @@ export function containerSpec(input: SpecInput): Docker.ContainerCreateOptions {
         // capabilities in `exec --user root` when the service runs as a non-root user.
         noNewPrivileges: rl || svc.noNewPrivileges === true,
         dnsOptions: svc.dnsOpt,
+        noIpv6: plan.egress === "deny" && networked,
       }),
       RestartPolicy: {
         Name: svc.restart && svc.restart !== "no" ? svc.restart : "",
@@ -140,6 +141,7 @@ export function verifierContainerSpec(input: VerifierSpecInput): Docker.Containe
         noNewPrivileges: true,
         // Names outside the fork fail at once instead of waiting out the resolver.
         dnsOptions: ["timeout:1", "attempts:1"],
+        noIpv6: true,
       }),
     },
   };
@@ -148,9 +150,14 @@ export function verifierContainerSpec(input: VerifierSpecInput): Docker.Containe
 /** Caps (protection 4), capabilities and privilege settings every container denvd creates gets. */
 function confinement(
   resources: Resources,
-  o: { capDrop: string[]; capAdd: string[]; noNewPrivileges: boolean; dnsOptions: string[] },
+  o: { capDrop: string[]; capAdd: string[]; noNewPrivileges: boolean; dnsOptions: string[]; noIpv6: boolean },
 ): Docker.HostConfig {
   return {
+    // Protection 5 for IPv6: no address, so no route to the host's or anyone's IPv6 (the reject
+    // rules cover IPv6 too, and the probe reports any address that appears).
+    ...(o.noIpv6
+      ? { Sysctls: { "net.ipv6.conf.all.disable_ipv6": "1", "net.ipv6.conf.default.disable_ipv6": "1" } }
+      : {}),
     Memory: resources.memoryBytes,
     MemorySwap: resources.memoryBytes,
     NanoCpus: Math.round(resources.cpus * 1e9),

@@ -41,6 +41,11 @@ export const EgressFindings = {
   notInternal: (network: string) => `network '${network}' is not internal`,
   extraNetwork: (service: string, network: string) =>
     `service '${service}' is attached to network '${network}' outside the environment`,
+  ipv6Address: (service: string, address: string) => `service '${service}' has the IPv6 address ${address}`,
+  resolverOutside: (service: string, nameserver: string) =>
+    `service '${service}' resolves names through ${nameserver}, outside the environment`,
+  dnsLeak: (engine: string) =>
+    `Docker Engine ${engine} forwards names from internal networks to the host's loopback resolver (CVE-2024-29018); upgrade to 23.0.11, 25.0.5, 26.0.0 or later`,
 } as const;
 
 /** Refusals of the compose subset: one line naming the service, the key and the reason. */

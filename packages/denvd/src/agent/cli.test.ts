@@ -121,6 +121,8 @@ describe("denvd verbs", () => {
     expect(report.checks.map((c) => c.name)).toEqual([
       "root",
       "docker",
+      "docker dns",
+      "ip6tables",
       "iptables",
       "nsenter",
       "btrfs",
@@ -130,7 +132,7 @@ describe("denvd verbs", () => {
       "node",
     ]);
     // The test machine runs the runtime's own tests: everything they need is there.
-    for (const name of ["root", "docker", "iptables", "nsenter", "state dir"]) {
+    for (const name of ["root", "docker", "ip6tables", "iptables", "nsenter", "state dir"]) {
       expect(report.checks.find((c) => c.name === name)?.status).toBe("ok");
     }
     expect(r.code).toBe(report.ok ? 0 : 1);

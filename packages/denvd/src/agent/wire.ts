@@ -82,8 +82,14 @@ export function probeResult(p: ProbeResult): Record<string, unknown> {
       route_out: s.routeOut,
       canary_reached: s.canaryReached,
       nameservers: s.nameservers,
+      ipv6: s.ipv6,
       networks: s.networks,
     })),
+    resolver: {
+      engine: p.resolver.engine,
+      embedded_dns_leaks: p.resolver.embeddedDnsLeaks,
+      loopback_upstream: p.resolver.loopbackUpstream,
+    },
     duration_ms: p.durationMs,
   };
 }

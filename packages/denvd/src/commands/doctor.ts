@@ -2,9 +2,10 @@ import { randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
 import { mkdir, readFile, rm, statfs, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { ExitCodes } from "@denv/spec";
+import { EgressFindings, ExitCodes } from "@denv/spec";
 import type { DenvdConfig } from "../config.js";
 import { DockerClient } from "../docker/docker-client.js";
+import { engineLeaksInternalDns, loopbackNameservers } from "../host/dns-leak.js";
 import { run } from "../host/run.js";
 import type { Output } from "./output.js";
 
@@ -54,6 +55,7 @@ async function checks(config: DenvdConfig): Promise<Check[]> {
       status: "ok",
       detail: `Docker Engine ${v.version} (API ${v.apiVersion}) at ${config.dockerSocket}`,
     });
+    out.push(await dnsCheck(v.version));
   } catch (err) {
     out.push({
       name: "docker",
@@ -61,6 +63,20 @@ async function checks(config: DenvdConfig): Promise<Check[]> {
       detail: `no Docker Engine at ${config.dockerSocket}: ${(err as Error).message}`,
       fix: "apt-get install docker.io && systemctl enable --now docker (or set --docker-socket)",
     });
+  }
+
+  if (existsSync("/proc/net/if_inet6")) {
+    const ip6t = await tool("ip6tables", ["-w", "-L", "INPUT", "-n"]);
+    out.push(
+      ip6t.ok
+        ? { name: "ip6tables", status: "ok", detail: "ip6tables answers: IPv6 is rejected like IPv4" }
+        : {
+            name: "ip6tables",
+            status: "fail",
+            detail: `this host has IPv6 and ip6tables does not answer: ${ip6t.text}`,
+            fix: "apt-get install iptables (it brings ip6tables; protection 5 rejects IPv6 too)",
+          },
+    );
   }
 
   const ipt = await tool("iptables", ["-w", "-L", "INPUT", "-n"]);
@@ -167,4 +183,30 @@ export async function doctor(config: DenvdConfig, out: Output): Promise<number> 
     .join("\n");
   out.result({ ok, checks: list }, text);
   return ok ? ExitCodes.ok : ExitCodes.failure;
+}
+
+/** The engine's embedded DNS and internal networks (CVE-2024-29018): what the egress probe will say. */
+async function dnsCheck(engine: string): Promise<Check> {
+  if (!engineLeaksInternalDns(engine)) {
+    return {
+      name: "docker dns",
+      status: "ok",
+      detail: `Docker Engine ${engine} keeps names on internal networks`,
+    };
+  }
+  const loopback = await loopbackNameservers();
+  if (loopback.length === 0) {
+    return {
+      name: "docker dns",
+      status: "warn",
+      detail: `Docker Engine ${engine} has CVE-2024-29018 (names leave internal networks through a loopback resolver); this host's resolvers are not on loopback, so it does not apply here`,
+      fix: "upgrade the engine to 23.0.11, 25.0.5, 26.0.0 or later",
+    };
+  }
+  return {
+    name: "docker dns",
+    status: "fail",
+    detail: EgressFindings.dnsLeak(engine),
+    fix: `point /etc/resolv.conf away from ${loopback.join(", ")} or upgrade the engine; the egress probe refuses every episode until then`,
+  };
 }

@@ -19,6 +19,7 @@ export class DockerClient {
   readonly networks: NetworkClient;
   readonly volumes: VolumeClient;
   private readonly api: Docker;
+  private versionOnce: Promise<{ version: string; apiVersion: string }> | undefined;
 
   constructor(socketPath = "/var/run/docker.sock") {
     this.api = new Docker({ socketPath });
@@ -36,11 +37,15 @@ export class DockerClient {
     }
   }
 
+  /** The engine's version (asked once: an engine does not change under a running client). */
   async version(): Promise<{ version: string; apiVersion: string }> {
     try {
-      const v = (await this.api.version()) as { Version?: string; ApiVersion?: string };
-      return { version: v.Version ?? "", apiVersion: v.ApiVersion ?? "" };
+      this.versionOnce ??= (this.api.version() as Promise<{ Version?: string; ApiVersion?: string }>).then(
+        (v) => ({ version: v.Version ?? "", apiVersion: v.ApiVersion ?? "" }),
+      );
+      return await this.versionOnce;
     } catch (err) {
+      this.versionOnce = undefined;
       throw engineError(err, "the Docker engine does not answer (is dockerd running?)");
     }
   }

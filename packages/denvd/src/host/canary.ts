@@ -1,7 +1,7 @@
 import { createServer, type Server, type Socket } from "node:net";
 
 /**
- * A TCP listener of denvd's own on every host address. An environment that can reach it can
+ * A TCP listener of denvd's own on every host address, IPv4 and IPv6. An environment that can reach it can
  * reach the host: the egress probe connects to it through the environment's gateway, and
  * counts the connections it received as evidence.
  */
@@ -17,7 +17,8 @@ export class Canary {
     });
     await new Promise<void>((resolve, reject) => {
       this.server?.once("error", reject);
-      this.server?.listen(port, "0.0.0.0", () => resolve());
+      // Every host address, IPv4 and IPv6 (dual stack): an environment reaching either is a finding.
+      this.server?.listen({ port, host: "::", ipv6Only: false }, () => resolve());
     });
     const addr = this.server.address();
     this.port = typeof addr === "object" && addr ? addr.port : port;
