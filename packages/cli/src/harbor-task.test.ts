@@ -3,7 +3,10 @@ import path from "node:path";
 import { HarborTaskMessages } from "@denv/spec";
 import { afterAll, describe, expect, it } from "vitest";
 import YAML from "yaml";
-import { dockerfileWorkdir, exportHarborTask, importHarborTask, parseToml } from "./harbor-task.js";
+import { dockerfileWorkdir } from "./denv-dockerfile.js";
+import { exportHarborTask } from "./export-harbor-task.js";
+import { importHarborTask } from "./import-harbor-task.js";
+import { parseToml } from "./parse-toml.js";
 import { removeTempDirs, repo, tempDir } from "./testing/harness.js";
 
 /** `denv import harbor` / `denv export harbor` mapping, on temp folders (no control plane). */

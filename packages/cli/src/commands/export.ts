@@ -4,8 +4,9 @@ import { DenvApiError, type DenvClient } from "@denv/sdk";
 import { parseVersionRef, type Version } from "@denv/spec";
 import type { CommandSpec, GroupSpec } from "../command.js";
 import { CliError } from "../exit-codes.js";
+import { exportHarborTask } from "../export-harbor-task.js";
 import { fields } from "../format.js";
-import { exportHarborTask, isDir } from "../harbor-task.js";
+import { isDir } from "../harbor-task.js";
 
 /**
  * `denv export openenv PROJECT@vN DIR`: an OpenEnv environment directory whose client forks

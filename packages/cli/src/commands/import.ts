@@ -1,7 +1,8 @@
 import path from "node:path";
 import type { CommandSpec, GroupSpec } from "../command.js";
 import { fields } from "../format.js";
-import { importHarborTask, isDir, projectFromDir } from "../harbor-task.js";
+import { isDir } from "../harbor-task.js";
+import { importHarborTask, projectFromDir } from "../import-harbor-task.js";
 
 /** `denv import harbor DIR`: a denv project folder from a Harbor task folder (no control plane). */
 const harbor: CommandSpec = {
