@@ -253,4 +253,51 @@ describe("attacks", () => {
       expect(probe.findings.some((f) => f.includes("CVE-2024-29018"))).toBe(probe.resolver.embeddedDnsLeaks);
     });
   });
+
+  describe("escaping an exec's timeout", () => {
+    it("kills what the command moved to a session of its own (setsid, double fork)", async () => {
+      const r = await rt.exec(env, {
+        shell:
+          "setsid sleep 301 & (setsid sh -c 'sleep 302' &) ; nohup setsid sleep 303 >/dev/null 2>&1 & sleep 300",
+        timeout: 1,
+      });
+      expect(r.timedOut).toBe(true);
+      const count = await rt.exec(env, {
+        shell:
+          "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done | grep -c '^sleep 30[0-3]' || true",
+      });
+      expect(count.stdout.toString().trim()).toBe("0");
+    });
+  });
+
+  describe("reading the host through the compose file", () => {
+    it("interpolation never sees denvd's own environment", async () => {
+      process.env.DENV_ATTACK_SECRET = "s3cret";
+      try {
+        const dir = await writeProject({
+          "compose.yaml": `services:\n  main:\n    image: debian:bookworm-slim\n    command: ["sleep", "infinity"]\n    environment:\n      LEAK: "\${DENV_ATTACK_SECRET:-unset}"\n`,
+        });
+        await rt.deploy({ project: "interp", projectDir: dir });
+        const r = await rt.exec("interp/alpha", { shell: 'echo "$LEAK"' });
+        expect(r.stdout.toString()).toBe("unset\n");
+        await rt.destroy("interp/alpha");
+      } finally {
+        delete process.env.DENV_ATTACK_SECRET;
+      }
+    });
+  });
+
+  describe("start on a running environment", () => {
+    it("does not make an agent daemon part of the baseline: verify still kills it", async () => {
+      await rt.exec(env, { shell: "setsid sleep 777 >/dev/null 2>&1 < /dev/null &" });
+      await rt.start(env);
+      const killed = await rt.stopAgent(env);
+      expect(killed.killed).toBeGreaterThan(0);
+      const count = await rt.exec(env, {
+        shell:
+          "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done | grep -c '^sleep 777' || true",
+      });
+      expect(count.stdout.toString().trim()).toBe("0");
+    });
+  });
 });

@@ -1,7 +1,7 @@
 import type { Readable } from "node:stream";
 import { DEFAULT_OUTPUT_LIMIT, ExitCodes } from "@denv/spec";
 import type { DockerClient } from "./docker/docker-client.js";
-import { killTree } from "./host/proc-tree.js";
+import { killAll, killTree, statOf } from "./host/proc-tree.js";
 
 /** One exec on a container, with the exec contract's semantics. */
 export interface RunExecOptions {
@@ -28,6 +28,11 @@ export interface RunExecOptions {
   collect?: boolean;
   /** Aborting kills the process tree, as a timeout does; the result says `cancelled`. */
   signal?: AbortSignal;
+  /**
+   * Processes that left the exec's tree and session (`setsid`, double forks) but belong to it,
+   * given the exec's root pid and its start time: killed with the tree on timeout or cancel.
+   */
+  escapees?: (root: number, rootStart: number) => Promise<number[]>;
 }
 
 export interface ExecFlow {
@@ -150,7 +155,10 @@ export async function runExec(docker: DockerClient, o: RunExecOptions): Promise<
     handle.stream.resume();
     // The pid may not have been known when the exec started: ask again.
     const root = pid || (await handle.pid().catch(() => 0));
-    if (root > 0) await killTree(root);
+    if (root <= 0) return;
+    const rootStart = (await statOf(root))?.startTime ?? 0;
+    await killTree(root);
+    if (o.escapees) await killAll(await o.escapees(root, rootStart));
   };
   let timedOut = false;
   let timer: NodeJS.Timeout | undefined;

@@ -33,7 +33,7 @@ export function loadPlan(
     throw new DenvError("invalid_compose", `cannot read ${join(root, file)}: ${(err as Error).message}`);
   }
   const result = validateCompose(text, {
-    env: opts.env ?? process.env,
+    env: opts.env ?? {},
     projectName: opts.projectName ?? basename(root),
     readFile: (rel) => {
       const abs = inside(rel);

@@ -5,12 +5,19 @@ import { readdir, readFile } from "node:fs/promises";
  * reports (exec inspect, top) are host pids it can signal directly.
  */
 
-async function statOf(pid: number): Promise<{ ppid: number; session: number } | undefined> {
+export interface ProcStat {
+  ppid: number;
+  session: number;
+  /** Clock ticks after boot at which the process started. */
+  startTime: number;
+}
+
+export async function statOf(pid: number): Promise<ProcStat | undefined> {
   try {
     const stat = await readFile(`/proc/${pid}/stat`, "utf8");
     // The command name may hold spaces and parens: fields are counted after the last ')'.
     const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    return { ppid: Number(rest[1]), session: Number(rest[3]) };
+    return { ppid: Number(rest[1]), session: Number(rest[3]), startTime: Number(rest[19]) };
   } catch {
     return undefined;
   }

@@ -2,6 +2,7 @@ import type { Readable } from "node:stream";
 import { DenvError } from "@denv/spec";
 import type { DockerClient } from "../docker/docker-client.js";
 import { type RawExecResult, type RunExecOptions, runExec } from "../exec-runner.js";
+import { statOf } from "../host/proc-tree.js";
 import type { EnvironmentRecord } from "../records.js";
 import { principalFor } from "./principals.js";
 
@@ -40,20 +41,64 @@ export async function execInEnvironment(
       "give exactly one of 'cmd' (argv) and 'shell' (a string for sh -c)",
     );
   }
-  return runExec(docker, {
-    containerId: principal.containerId,
-    argv: o.cmd ?? ["sh", "-c", o.shell as string],
-    user: principal.user,
-    cwd: o.cwd ?? (principal.isAgent ? rec.plan.agent.workdir : undefined),
-    env: o.env,
-    stdin: o.stdin,
-    timeoutMs: o.timeout !== undefined ? Math.round(o.timeout * 1000) : undefined,
-    tty: o.tty,
-    outputLimit: o.outputLimit,
-    onStdout: o.onStdout,
-    onStderr: o.onStderr,
-    onFlow: o.onFlow,
-    collect: o.collect,
-    signal: o.signal,
-  });
+  const { containerId } = principal;
+  let root = 0;
+  try {
+    return await runExec(docker, {
+      containerId,
+      onStart: (pid) => {
+        root = pid;
+        const live = liveExecs.get(containerId) ?? new Set<number>();
+        live.add(pid);
+        liveExecs.set(containerId, live);
+      },
+      escapees: (execRoot, rootStart) =>
+        escapees(docker, containerId, rec.baseline[principal.service] ?? [], execRoot, rootStart),
+      argv: o.cmd ?? ["sh", "-c", o.shell as string],
+      user: principal.user,
+      cwd: o.cwd ?? (principal.isAgent ? rec.plan.agent.workdir : undefined),
+      env: o.env,
+      stdin: o.stdin,
+      timeoutMs: o.timeout !== undefined ? Math.round(o.timeout * 1000) : undefined,
+      tty: o.tty,
+      outputLimit: o.outputLimit,
+      onStdout: o.onStdout,
+      onStderr: o.onStderr,
+      onFlow: o.onFlow,
+      collect: o.collect,
+      signal: o.signal,
+    });
+  } finally {
+    liveExecs.get(containerId)?.delete(root);
+    if (liveExecs.get(containerId)?.size === 0) liveExecs.delete(containerId);
+  }
+}
+
+/** Roots of the execs running in each container (each is the leader of its own session). */
+const liveExecs = new Map<string, Set<number>>();
+
+/**
+ * What an exec left behind outside its tree and session (`setsid`, a double fork reparented to
+ * the container's init): the container's processes started after the exec's root, in a session
+ * that is neither the baseline's (the services and what they fork) nor another live exec's.
+ */
+async function escapees(
+  docker: DockerClient,
+  containerId: string,
+  baseline: Array<[number, number]>,
+  root: number,
+  rootStart: number,
+): Promise<number[]> {
+  const keep = new Set<number>();
+  for (const [pid] of baseline) {
+    const st = await statOf(pid);
+    if (st) keep.add(st.session);
+  }
+  for (const other of liveExecs.get(containerId) ?? []) if (other !== root) keep.add(other);
+  const out: number[] = [];
+  for (const pid of await docker.containers.processes(containerId)) {
+    const st = await statOf(pid);
+    if (st && pid !== root && st.startTime >= rootStart && !keep.has(st.session)) out.push(pid);
+  }
+  return out;
 }

@@ -19,11 +19,20 @@ export async function stopEnvironment(ctx: HostContext, rec: EnvironmentRecord):
   await ctx.records.putEnvironment(rec);
 }
 
-/** Starts the services again; the egress probe must pass before the environment counts as running. */
+/**
+ * Starts the services that are not running; the egress probe must pass before the environment
+ * counts as running. The baseline (protection 2) is taken only of the services started here: a
+ * service that kept running keeps its baseline, so nothing the agent started becomes part of it.
+ */
 export async function startEnvironment(ctx: HostContext, rec: EnvironmentRecord): Promise<void> {
+  const wasRunning = new Set<string>();
+  for (const [svc, id] of Object.entries(rec.containers)) {
+    if ((await ctx.docker.containers.inspect(id))?.running) wasRunning.add(svc);
+  }
   await startServices(ctx, rec);
   await waitHealthy(ctx, rec, rec.plan.services);
-  rec.baseline = await captureBaseline(ctx.docker, rec);
+  const fresh = await captureBaseline(ctx.docker, rec);
+  for (const [svc, list] of Object.entries(fresh)) if (!wasRunning.has(svc)) rec.baseline[svc] = list;
   if (rec.plan.egress === "deny") {
     const probe = await probeEgress(ctx.docker, ctx.canary, rec);
     if (!probe.ok) {

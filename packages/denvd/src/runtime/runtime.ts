@@ -40,7 +40,7 @@ export interface DeployRequest {
   composeFile?: string;
   /** A plan validated elsewhere; otherwise the project's compose file is read. */
   plan?: Plan;
-  /** Variables for compose interpolation (default: this process's environment). */
+  /** Variables for compose interpolation (default: none; denvd's own environment never reaches a file). */
   env?: Record<string, string | undefined>;
   /** Id of the command that asked (labels what it creates). */
   command?: string;

@@ -1,3 +1,5 @@
+import { DenvError } from "@denv/spec";
+
 /**
  * Undo steps of an operation in progress, run newest first when it fails. Every step runs even
  * when an earlier one failed; their errors are returned, never swallowed, so the caller can
@@ -25,14 +27,19 @@ export class Undo {
   }
 }
 
-/** Runs `fn` with a fresh Undo; when it throws, runs the undo steps, logs their failures and rethrows. */
+/**
+ * Runs `fn` with a fresh Undo; when it throws, runs the undo steps and rethrows. Undo steps that
+ * failed are logged and travel with the error as its details (gc removes what they left).
+ */
 export async function undoable<T>(log: (line: string) => void, fn: (undo: Undo) => Promise<T>): Promise<T> {
   const undo = new Undo();
   try {
     return await fn(undo);
   } catch (err) {
     const failed = await undo.run();
-    if (failed.length > 0) log(`rollback left ${failed.length} behind (gc retries): ${failed.join("; ")}`);
-    throw err;
+    if (failed.length === 0) throw err;
+    log(`rollback left ${failed.length} behind (gc retries): ${failed.join("; ")}`);
+    const e = err instanceof DenvError ? err : new DenvError("internal", (err as Error).message);
+    throw new DenvError(e.code, e.message, [...e.details, ...failed.map((f) => `rollback: ${f}`)]);
   }
 }
