@@ -300,4 +300,59 @@ describe("attacks", () => {
       expect(count.stdout.toString().trim()).toBe("0");
     });
   });
+
+  describe("special files planted across several submission paths", () => {
+    const sub = "subm/alpha";
+    beforeAll(async () => {
+      const dir = await writeProject({
+        "compose.yaml": `services:
+  main:
+    image: debian:bookworm-slim
+    command: ["sleep", "infinity"]
+    init: true
+x-denv:
+  agent: { workdir: /app }
+  verifier:
+    image: debian:bookworm-slim
+    command: ["sh", "/tests/test.sh"]
+    tests: tests
+    submission: [/app/a, /app/a/l/z, /app/b, /app/c/d]
+`,
+        // Half a point from the real tests; a forged test.sh or reward would say otherwise.
+        "tests/test.sh": 'echo 0.5 > "$REWARD_DIR/reward.txt"\n',
+      });
+      await rt.deploy({ project: "subm", projectDir: dir });
+    }, 120_000);
+
+    const plant = (shell: string) =>
+      rt.exec(sub, { shell: `rm -rf /app/* && mkdir -p /app/a /app/b && ${shell}` });
+
+    it.each([
+      ["a link out of its path towards the tests", "ln -s ../../../tests /app/a/t", "a/t"],
+      ["a link to the reward folder", "ln -s ../../logs/verifier /app/b/r", "b/r"],
+      ["an absolute link", "ln -s /etc /app/b/etc", "b/etc"],
+      ["a FIFO under a nested path", "mkdir -p /app/c/d && mkfifo /app/c/d/pipe", "c/d/pipe"],
+    ])("%s is refused and grades 0", async (_what, shell, planted) => {
+      await plant(shell);
+      const verdict = await rt.verify(sub);
+      expect(verdict.status).toBe("refused");
+      expect(verdict.reward).toBe(0);
+      expect(verdict.message).toMatch(new RegExp(`^refused: '/app/${planted}' is `));
+    });
+
+    it("links between the submission paths and a path under a link stay inside /submission", async () => {
+      // /app/a/l -> .. makes /app/a/l/z land in /app; b and a point into each other.
+      await plant(
+        "ln -s .. /app/a/l && mkdir -p /app/z && echo zz > /app/z/f && ln -s ../a /app/b/to-a && ln -s ../b /app/a/to-b",
+      );
+      const verdict = await rt.verify(sub);
+      expect({ status: verdict.status, reward: verdict.reward }).toEqual({ status: "graded", reward: 0.5 });
+      expect(verdict.evidence.submission.map((s) => s.path)).toEqual([
+        "/app/a",
+        "/app/a/l/z",
+        "/app/b",
+        "/app/c/d",
+      ]);
+    });
+  });
 });
