@@ -355,4 +355,51 @@ x-denv:
       ]);
     });
   });
+
+  describe("builds reaching the network", () => {
+    it("a RUN step reaches neither a host listener nor anything but the mirrors, and the proxy records it", async () => {
+      const hits: string[] = [];
+      const server = createServer((sock) => {
+        hits.push(sock.remoteAddress ?? "?");
+        sock.destroy();
+      });
+      await new Promise<void>((resolve) => server.listen({ port: 0, host: "::", ipv6Only: false }, resolve));
+      const port = (server.address() as { port: number }).port;
+      try {
+        const probe = [
+          'gw=$(echo "$http_proxy" | sed -e "s|http://||" -e "s|:.*||")',
+          'proxy_port=$(echo "$http_proxy" | sed -e "s|.*:||")',
+          "(exec 3<>/dev/tcp/$gw/$HOST_PORT && echo host-reached || echo host-refused) > /probe.txt 2>/dev/null",
+          "exec 4<>/dev/tcp/$gw/$proxy_port",
+          "printf 'GET http://not-a-mirror.invalid/x HTTP/1.0\\r\\n\\r\\n' >&4",
+          "head -n1 <&4 | cut -d' ' -f2 >> /probe.txt",
+        ].join("; ");
+        const dir = await writeProject({
+          "compose.yaml": `services:\n  main:\n    build: { context: ., args: { HOST_PORT: "${port}" } }\n    command: ["sleep", "infinity"]\n`,
+          // A fresh argument each run: the apt step is not served from the layer cache.
+          Dockerfile: `FROM debian:bookworm-slim\nARG HOST_PORT\nRUN ["/bin/bash", "-c", ${JSON.stringify(probe)}]\nARG BUST=${Date.now()}\nRUN apt-get update -qq && echo apt-ok >> /probe.txt\n`,
+        });
+        const info = await rt.deploy({ project: "buildnet", projectDir: dir });
+        const r = await rt.exec(info.id, { cmd: ["cat", "/probe.txt"] });
+        expect(r.stdout.toString()).toBe("host-refused\n403\napt-ok\n");
+        expect(hits).toEqual([]);
+        const build = info.evidence.build as {
+          network: string;
+          requests: Array<{ host: string; status: number }>;
+        };
+        expect(build.network).toMatch(/-build-/);
+        expect(build.requests).toContainEqual(
+          expect.objectContaining({ host: "not-a-mirror.invalid", status: 403 }),
+        );
+        await rt.destroy(info.id);
+        // The build network and its rules went with the build.
+        expect(
+          (await rt.host.docker.networks.list({ "ai.denv.role": "build", "ai.denv.host": rt.host.hostId }))
+            .length,
+        ).toBe(0);
+      } finally {
+        server.close();
+      }
+    });
+  });
 });

@@ -38,6 +38,8 @@ export class ImageClient {
       args: Record<string, string>;
       target?: string | undefined;
       labels: Record<string, string>;
+      /** The network RUN steps join (default: the engine's bridge). */
+      network?: string | undefined;
     },
     onLog?: (line: string) => void,
   ): Promise<string> {
@@ -48,6 +50,7 @@ export class ImageClient {
         dockerfile: opts.dockerfile,
         buildargs: opts.args,
         ...(opts.target ? { target: opts.target } : {}),
+        ...(opts.network ? { networkmode: opts.network } : {}),
         labels: opts.labels,
         rm: true,
         forcerm: true,

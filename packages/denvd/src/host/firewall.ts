@@ -82,3 +82,37 @@ export async function ruleNetworkIds(): Promise<string[]> {
   }
   return [...ids];
 }
+
+/** Lets an environment's network reach one host port on its gateway (a build's mirror proxy). */
+function allowSpec(networkId: string, gateway: string, port: number): string[] {
+  return [
+    "INPUT",
+    "-i",
+    bridgeName(networkId),
+    "-d",
+    gateway,
+    "-p",
+    "tcp",
+    "--dport",
+    String(port),
+    "-m",
+    "comment",
+    "--comment",
+    `denv:${networkId.slice(0, 12)}`,
+    "-j",
+    "ACCEPT",
+  ];
+}
+
+/** Above the reject rules: the one host port the network may reach (IPv4 only; the gateway is IPv4). */
+export async function allowHostPort(networkId: string, gateway: string, port: number): Promise<void> {
+  const r = await run(IPV4.tool, ["-w", "-I", ...allowSpec(networkId, gateway, port)]);
+  if (r.code !== 0)
+    throw new Error(`iptables: cannot open port ${port} for ${bridgeName(networkId)}: ${r.stderr.trim()}`);
+}
+
+export async function removeHostPort(networkId: string, gateway: string, port: number): Promise<void> {
+  for (let i = 0; i < 5; i++) {
+    if ((await run(IPV4.tool, ["-w", "-D", ...allowSpec(networkId, gateway, port)])).code !== 0) break;
+  }
+}

@@ -23,7 +23,7 @@ export async function collectGarbage(ctx: HostContext): Promise<{ removed: strin
   }
   const ownedNetworks = new Set(envs.map((e) => e.network.id));
   for (const n of await docker.networks.list(own)) {
-    if (!ownedNetworks.has(n.id)) {
+    if (!ownedNetworks.has(n.id) && !ctx.building.has(n.id)) {
       await removeRejectRule(n.id);
       await docker.networks.remove(n.id);
       removed.push(`network ${n.name}`);

@@ -21,6 +21,12 @@ export function buildTag(project: string, image: string): string {
 /** Images of one deploy, by the name the compose file gives them (a verifier may name a service's). */
 export type BuiltImages = Map<string, ImageRecord>;
 
+/** Where a build's RUN steps run: a network and the build arguments that go with it. */
+export interface BuildPlace {
+  network: string;
+  buildArgs: Record<string, string>;
+}
+
 /**
  * The image of a service or a verifier: built from its context under the project's own tag, or
  * one already on this host that no other project's build made.
@@ -32,6 +38,7 @@ export async function ensureImage(
   build: ServicePlan["build"],
   projectDir: string,
   built: BuiltImages,
+  place?: BuildPlace,
 ): Promise<ImageRecord> {
   if (build) {
     const tag = buildTag(project, image);
@@ -43,8 +50,10 @@ export async function ensureImage(
       {
         tag,
         dockerfile: build.dockerfile,
-        args: build.args,
+        // The place's arguments last: a file cannot point the proxy elsewhere.
+        args: { ...build.args, ...place?.buildArgs },
         target: build.target,
+        network: place?.network,
         labels: { [Labels.managed]: "true", [Labels.project]: project, [Labels.role]: "build" },
       },
       (line) => ctx.log(line.trimEnd()),

@@ -1,6 +1,7 @@
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { checkName, DenvError, labelsFor, type Role } from "@denv/spec";
+import { hostMirrors } from "../build/host-mirrors.js";
 import { DockerClient } from "../docker/docker-client.js";
 import { Canary } from "../host/canary.js";
 import { type EnvironmentRecord, RecordStore, type VersionRecord } from "../records.js";
@@ -26,6 +27,8 @@ export interface RuntimeOptions {
   log?: (line: string) => void;
   /** Called after services started and before the egress probe (tests use it to create leaks). */
   beforeProbe?: (env: EnvironmentRecord) => Promise<void>;
+  /** Hosts the builds of rl-environments may fetch from (default: this host's apt and pip mirrors). */
+  buildMirrors?: string[];
 }
 
 /** The tunables of a host, defaults filled in. */
@@ -34,6 +37,7 @@ export interface HostSettings {
   squashThreshold: number;
   healthTimeoutMs: number;
   beforeProbe: ((env: EnvironmentRecord) => Promise<void>) | undefined;
+  buildMirrors: readonly string[];
 }
 
 const DEFAULTS = {
@@ -59,6 +63,8 @@ export interface HostContext {
   readonly settings: HostSettings;
   /** Lifecycle operations on one environment (by id) do not interleave. */
   readonly locks: Locks;
+  /** Build networks in use: no record owns them, and gc leaves them alone. */
+  readonly building: Set<string>;
   log(line: string): void;
   /** The labels of an object this host creates for an environment. */
   labels(
@@ -99,8 +105,10 @@ export async function openHostContext(options: RuntimeOptions): Promise<HostCont
       squashThreshold: options.squashThreshold ?? DEFAULTS.squashThreshold,
       healthTimeoutMs: options.healthTimeoutMs ?? DEFAULTS.healthTimeoutMs,
       beforeProbe: options.beforeProbe,
+      buildMirrors: options.buildMirrors ?? (await hostMirrors()),
     },
     locks: new Locks(),
+    building: new Set(),
     log,
     labels: (env, role, command, extra = {}) =>
       labelsFor({ host: hostId, project: env.project, environment: env.id, role, command, ...extra }),

@@ -11,6 +11,7 @@ import { ownWorkdir } from "./own-workdir.js";
 import type { PhaseListener } from "./phase-listener.js";
 import { resolvesToRoot } from "./principals.js";
 import { startServices } from "./start-services.js";
+import { freeSubnet } from "./subnets.js";
 import type { Undo } from "./undo.js";
 import { waitHealthy } from "./wait-healthy.js";
 
@@ -162,14 +163,4 @@ async function createNetwork(
       }
     }
   });
-}
-
-async function freeSubnet(ctx: HostContext): Promise<{ subnet: string; gateway: string }> {
-  const [a, b] = ctx.settings.subnetPool.split(".");
-  const used = new Set(await ctx.docker.networks.usedSubnets());
-  for (let c = 0; c < 256; c++) {
-    const subnet = `${a}.${b}.${c}.0/24`;
-    if (!used.has(subnet)) return { subnet, gateway: `${a}.${b}.${c}.1` };
-  }
-  throw new DenvError("conflict", `no free /24 left in the subnet pool ${ctx.settings.subnetPool}`);
 }

@@ -3,13 +3,13 @@ import { rm } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import type { Readable } from "node:stream";
 import { checkName, DenvError, type Plan } from "@denv/spec";
+import { buildImages } from "../build/build-images.js";
 import type { RawExecResult } from "../exec-runner.js";
 import { type ProbeResult, probeEgress } from "../probe.js";
 import { loadPlan } from "../project-loader.js";
-import type { ImageRecord } from "../records.js";
 import { stopAgent } from "./agent-processes.js";
 import { collectGarbage } from "./collect-garbage.js";
-import { type BuiltImages, ensureImage, tarDirectory } from "./ensure-image.js";
+import { tarDirectory } from "./ensure-image.js";
 import { type ExecOptions, execInEnvironment } from "./environment-exec.js";
 import { type FilesTarget, getFiles, putFiles, readFile, writeFile } from "./environment-files.js";
 import { type EnvironmentInfo, environmentInfo, type VersionInfo, versionInfo } from "./environment-info.js";
@@ -108,14 +108,13 @@ export class Runtime {
       }
       return undoable(ctx.log, async (undo) => {
         phase("build");
-        const images: Record<string, ImageRecord> = {};
-        const built: BuiltImages = new Map();
-        for (const svc of plan.services) {
-          images[svc.name] = await ensureImage(ctx, project, svc.image, svc.build, projectDir, built);
-        }
-        const verifierImage = plan.verifier
-          ? await ensureImage(ctx, project, plan.verifier.image, plan.verifier.build, projectDir, built)
-          : undefined;
+        const { images, verifierImage, evidence } = await buildImages(
+          ctx,
+          project,
+          plan,
+          projectDir,
+          command,
+        );
         let testsTar: string | undefined;
         if (plan.verifier?.tests) {
           const file = join(ctx.stateDir, "tests", `${project}-${newId()}.tar`);
@@ -124,7 +123,12 @@ export class Runtime {
           testsTar = file;
         }
         const base = { id, project, name, plan, command, images, verifierImage, testsTar };
-        return environmentInfo(await materialize(ctx, base, undefined, undo, phase));
+        const rec = await materialize(ctx, base, undefined, undo, phase);
+        if (evidence) {
+          rec.evidence = { ...rec.evidence, build: evidence };
+          await ctx.records.putEnvironment(rec);
+        }
+        return environmentInfo(rec);
       });
     });
   }
