@@ -101,5 +101,5 @@ export function loadConfig(flags: Flags, env: Readonly<Record<string, string | u
 
 /** The configuration as it may be logged: secrets replaced. */
 export function redact(config: DenvdConfig): Record<string, unknown> {
-  return { ...config, ...(config.joinToken ? { joinToken: "[redacted]" } : {}) };
+  return { ...config, joinToken: config.joinToken ? "[redacted]" : undefined };
 }

@@ -15,6 +15,9 @@ export const SERVICE_CAP_DROP = ["NET_RAW", "MKNOD", "AUDIT_WRITE", "SYS_CHROOT"
 
 const NS_PER_MS = 1_000_000;
 
+/** Docker's durations are nanoseconds. */
+const ns = (ms: number | undefined) => (ms === undefined ? undefined : ms * NS_PER_MS);
+
 export interface SpecInput {
   plan: Plan;
   service: ServicePlan;
@@ -53,29 +56,28 @@ export function containerSpec(input: SpecInput): Docker.ContainerCreateOptions {
   return {
     name: input.containerName,
     Image: input.image,
-    ...(cmd ? { Cmd: cmd } : {}),
-    ...(entrypoint ? { Entrypoint: entrypoint } : {}),
+    Cmd: cmd,
+    Entrypoint: entrypoint,
     Env: Object.entries(svc.environment).map(([k, v]) => `${k}=${v}`),
-    ...(svc.workingDir ? { WorkingDir: svc.workingDir } : {}),
-    ...(svc.user ? { User: svc.user } : {}),
+    WorkingDir: svc.workingDir,
+    User: svc.user,
     Hostname: svc.hostname ?? svc.name,
     Labels: { ...svc.labels, ...input.labels },
     ExposedPorts: exposed,
     // An empty test keeps the image's own healthcheck.
-    ...(hc && hc.test.length > 0
-      ? {
-          Healthcheck: {
+    Healthcheck:
+      hc && hc.test.length > 0
+        ? {
             Test: hc.test,
-            ...(hc.intervalMs !== undefined ? { Interval: hc.intervalMs * NS_PER_MS } : {}),
-            ...(hc.timeoutMs !== undefined ? { Timeout: hc.timeoutMs * NS_PER_MS } : {}),
-            ...(hc.retries !== undefined ? { Retries: hc.retries } : {}),
-            ...(hc.startPeriodMs !== undefined ? { StartPeriod: hc.startPeriodMs * NS_PER_MS } : {}),
+            Interval: ns(hc.intervalMs),
+            Timeout: ns(hc.timeoutMs),
+            Retries: hc.retries,
+            StartPeriod: ns(hc.startPeriodMs),
             // Engines before API 1.44 ignore it; the interval then applies from the start.
-            ...(hc.startIntervalMs !== undefined ? { StartInterval: hc.startIntervalMs * NS_PER_MS } : {}),
-          },
-        }
-      : {}),
-    ...(svc.stopGracePeriodMs !== undefined ? { StopTimeout: Math.ceil(svc.stopGracePeriodMs / 1000) } : {}),
+            StartInterval: ns(hc.startIntervalMs),
+          }
+        : undefined,
+    StopTimeout: svc.stopGracePeriodMs !== undefined ? Math.ceil(svc.stopGracePeriodMs / 1000) : undefined,
     HostConfig: {
       NetworkMode: networked ? input.networkName : "none",
       Mounts: svc.volumes.map((v) => ({
@@ -96,18 +98,14 @@ export function containerSpec(input: SpecInput): Docker.ContainerCreateOptions {
       }),
       RestartPolicy: {
         Name: svc.restart && svc.restart !== "no" ? svc.restart : "",
-        ...(svc.restartMaxRetries !== undefined ? { MaximumRetryCount: svc.restartMaxRetries } : {}),
+        MaximumRetryCount: svc.restartMaxRetries,
       },
-      ...(svc.init !== undefined ? { Init: svc.init } : {}),
+      Init: svc.init,
       PortBindings: bindings,
     },
-    ...(networked
-      ? {
-          NetworkingConfig: {
-            EndpointsConfig: { [input.networkName]: { Aliases: [svc.name, ...svc.aliases] } },
-          },
-        }
-      : {}),
+    NetworkingConfig: networked
+      ? { EndpointsConfig: { [input.networkName]: { Aliases: [svc.name, ...svc.aliases] } } }
+      : undefined,
   };
 }
 
@@ -155,9 +153,9 @@ function confinement(
   return {
     // Protection 5 for IPv6: no address, so no route to the host's or anyone's IPv6 (the reject
     // rules cover IPv6 too, and the probe reports any address that appears).
-    ...(o.noIpv6
-      ? { Sysctls: { "net.ipv6.conf.all.disable_ipv6": "1", "net.ipv6.conf.default.disable_ipv6": "1" } }
-      : {}),
+    Sysctls: o.noIpv6
+      ? { "net.ipv6.conf.all.disable_ipv6": "1", "net.ipv6.conf.default.disable_ipv6": "1" }
+      : undefined,
     Memory: resources.memoryBytes,
     MemorySwap: resources.memoryBytes,
     NanoCpus: Math.round(resources.cpus * 1e9),

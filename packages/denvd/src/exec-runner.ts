@@ -89,9 +89,9 @@ export async function runExec(docker: DockerClient, o: RunExecOptions): Promise<
   const limit = o.outputLimit ?? DEFAULT_OUTPUT_LIMIT;
   const handle = await docker.containers.exec(o.containerId, {
     cmd: o.argv,
-    ...(o.user !== undefined ? { user: o.user } : {}),
-    ...(o.cwd !== undefined ? { cwd: o.cwd } : {}),
-    ...(o.env ? { env: Object.entries(o.env).map(([k, v]) => `${k}=${v}`) } : {}),
+    user: o.user,
+    cwd: o.cwd,
+    env: o.env ? Object.entries(o.env).map(([k, v]) => `${k}=${v}`) : undefined,
     tty: o.tty ?? false,
     stdin: o.stdin !== undefined,
   });

@@ -155,7 +155,7 @@ async function checks(config: DenvdConfig): Promise<Check[]> {
     name: "cgroups",
     status: cg ? "ok" : "fail",
     detail: cg ? (cg.type === CGROUP2_MAGIC ? "cgroup v2" : "cgroup v1") : "/sys/fs/cgroup is not mounted",
-    ...(cg ? {} : { fix: "mount the cgroup filesystem (memory, pid and cpu caps need it)" }),
+    fix: cg ? undefined : "mount the cgroup filesystem (memory, pid and cpu caps need it)",
   });
 
   const major = Number(process.versions.node.split(".")[0]);

@@ -26,7 +26,7 @@ export async function join(config: DenvdConfig, out: Output): Promise<number> {
   }
   const request = JoinRequest.parse({
     token: config.joinToken,
-    ...(config.name ? { name: config.name } : {}),
+    name: config.name || undefined,
     labels: config.labels,
   });
   const endpoint = `${config.url}/v1/hosts/join`;

@@ -36,7 +36,7 @@ export async function status(config: DenvdConfig, out: Output): Promise<number> 
     environments: environments.map((e) => ({
       id: e.id,
       status: e.status,
-      ...(e.parentVersion ? { parent_version: e.parentVersion } : {}),
+      parent_version: e.parentVersion,
       services: Object.keys(e.containers),
       created_at: e.createdAt,
     })),

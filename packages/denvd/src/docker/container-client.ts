@@ -212,9 +212,9 @@ export class ContainerClient {
         AttachStdout: true,
         AttachStderr: true,
         Tty: spec.tty ?? false,
-        ...(spec.user !== undefined ? { User: spec.user } : {}),
-        ...(spec.cwd !== undefined ? { WorkingDir: spec.cwd } : {}),
-        ...(spec.env !== undefined ? { Env: spec.env } : {}),
+        User: spec.user,
+        WorkingDir: spec.cwd,
+        Env: spec.env,
       });
     } catch (err) {
       throw engineError(err, `exec in ${containerId}`);

@@ -42,7 +42,7 @@ export async function putFiles(
     const res = await docker.containers
       .exec(containerId, {
         cmd: ["sh", "-c", 'mkdir -p -- "$1" && exec tar -x -f - -C "$1" --no-same-owner', "sh", dir],
-        ...(user !== undefined ? { user } : {}),
+        user,
         stdin: true,
       })
       .then(async (h) => {
@@ -77,7 +77,7 @@ export async function getFiles(
   try {
     const h = await docker.containers.exec(containerId, {
       cmd: ["tar", "-c", "-f", "-", "-C", posix.dirname(abs), "--", posix.basename(abs)],
-      ...(user !== undefined ? { user } : {}),
+      user,
       stdin: false,
     });
     const err: Buffer[] = [];

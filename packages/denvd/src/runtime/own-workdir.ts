@@ -39,7 +39,9 @@ export async function ownWorkdir(docker: DockerClient, rec: EnvironmentRecord): 
       name: missing.slice(0, i + 1).join("/"),
       type: "directory" as const,
       mode: 0o755,
-      ...(i === missing.length - 1 ? { uid, gid } : {}),
+      // Parents as root, like mkdir -p; the workdir itself for the agent.
+      uid: i === missing.length - 1 ? uid : 0,
+      gid: i === missing.length - 1 ? gid : 0,
     }));
     await docker.containers
       .putArchive(containerId, parent, await packEntries(entries))
