@@ -26,6 +26,7 @@ export async function collectSubmission(
   docker: DockerClient,
   containerId: string,
   paths: readonly string[],
+  timeoutMs: number,
 ): Promise<Submission> {
   const entries: SubmissionEntry[] = [];
   const held: Array<{ dir: string; path: string; cleanup: () => Promise<void> }> = [];
@@ -44,7 +45,18 @@ export async function collectSubmission(
         }
         throw err;
       }
-      const guarded = await guardTar(raw, { displayRoot: posix.dirname(path) });
+      // A stream that stalls (an engine that stops answering mid-copy) must not hang the episode.
+      const stall = setTimeout(() => {
+        (raw as NodeJS.ReadableStream & { destroy(err: Error): void }).destroy(
+          new DenvError(
+            "timeout",
+            `copying the submission path ${path} out of the fork took over ${timeoutMs} ms`,
+          ),
+        );
+      }, timeoutMs);
+      const guarded = await guardTar(raw, { displayRoot: posix.dirname(path) }).finally(() =>
+        clearTimeout(stall),
+      );
       held.push({
         dir: posix.join(SUBMISSION_DIR, posix.dirname(path)),
         path: guarded.path,

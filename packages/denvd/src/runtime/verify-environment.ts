@@ -115,6 +115,7 @@ export async function verifyEnvironment(
         ctx.docker,
         forkRec.containers[rec.plan.agent.service] as string,
         vplan.submission,
+        vplan.timeoutSec * 1000,
       );
     } catch (err) {
       if (!(err instanceof DenvError && err.code === "special_file")) throw err;
