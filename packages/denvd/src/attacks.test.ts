@@ -402,4 +402,18 @@ x-denv:
       }
     });
   });
+
+  describe("kind escalation", () => {
+    it("a file that asks for kind service on an rl-environment project is refused, nothing created", async () => {
+      const dir = await writeProject({
+        "compose.yaml": `services:\n  main:\n    image: debian:bookworm-slim\n    command: ["sleep", "infinity"]\nx-denv:\n  kind: service\n  egress: allow\n`,
+      });
+      const before = await leftovers(rt);
+      await expect(
+        rt.deploy({ project: "escalate", projectDir: dir, kind: "rl-environment" }),
+      ).rejects.toThrow(HostRefusals.kindMismatch("escalate", "rl-environment", "service"));
+      expect(await leftovers(rt)).toBe(before);
+      expect((await rt.list()).environments.map((e) => e.project)).not.toContain("escalate");
+    });
+  });
 });

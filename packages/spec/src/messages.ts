@@ -306,6 +306,9 @@ export const RefusedServiceKeys: Readonly<Record<string, string>> = {
 
 /** What a host refuses of a project, whatever its compose file says. */
 export const HostRefusals = {
+  /** The project's kind, set by an admin, is authoritative over the file's x-denv.kind. */
+  kindMismatch: (project: string, kind: string, asked: string) =>
+    `refused: project '${project}' is of kind ${kind}, and its compose file asks for x-denv.kind: ${asked}; a project's kind is set by an admin when the project is created (denv projects create ${project} --kind ${asked}), never by its file`,
   /** Images denvd built are scoped to their project: no project runs another's build. */
   foreignImage: (image: string, owner: string) =>
     `refused: image '${image}' was built on this host for project '${owner}'; a project runs only its own builds and images denv did not build`,

@@ -182,6 +182,8 @@ export const CommandPayloads = {
     environment: z.string(),
     source_stream: z.string(),
     compose_file: z.string().optional(),
+    /** The project's kind as its admin set it: the host refuses a file that asks for another. */
+    kind: z.enum(["rl-environment", "service"]).optional(),
   }),
   /** With `stream`, stdin arrives on it (channel stdin) and output leaves on it as it is
    * produced (channels stdout/stderr); the result then carries no output bytes. */

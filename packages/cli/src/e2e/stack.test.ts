@@ -2,7 +2,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
-import { Protection } from "@denv/spec";
+import { HostRefusals, Protection } from "@denv/spec";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { repo, type Stack, startStack } from "./stack.js";
 
@@ -172,5 +172,24 @@ describe("full stack: CLI -> control plane -> denvd -> Docker", () => {
     const alpha = await stack.json<{ version: string; status: string }>(["env", "show", "quickstart/alpha"]);
     expect(alpha.version).toBe("quickstart@v1");
     expect(alpha.status).toBe("running");
+  }, 180_000);
+
+  it("refuses a file that asks for another kind than its project's, and creates nothing", async () => {
+    expect((await stack.denv(["projects", "create", "escalate"])).code).toBe(0);
+    const dir = mkdtempSync(path.join(os.tmpdir(), "denv-escalate-"));
+    writeFileSync(
+      path.join(dir, "compose.yaml"),
+      'services:\n  main:\n    image: debian:bookworm-slim\n    command: ["sleep", "infinity"]\nx-denv:\n  kind: service\n  egress: allow\n',
+    );
+    const d = await stack.json<{ status: string; error?: { message: string } }>([
+      "deploy",
+      dir,
+      "--project",
+      "escalate",
+    ]);
+    expect(d.status).toBe("failed");
+    expect(d.error?.message).toBe(HostRefusals.kindMismatch("escalate", "rl-environment", "service"));
+    const envs = await stack.json<{ environments: unknown[] }>(["env", "list", "escalate"]);
+    expect(envs.environments).toEqual([]);
   }, 180_000);
 });

@@ -44,6 +44,7 @@ async function deploy(p: Payload<"env.deploy">, ctx: CommandContext): Promise<un
     env: {},
     command: ctx.id,
     onPhase: ctx.phases(true),
+    kind: p.kind,
   });
   return environmentResult(info);
 }

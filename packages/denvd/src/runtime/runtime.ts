@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import { rm } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import type { Readable } from "node:stream";
-import { checkName, DenvError, type Plan } from "@denv/spec";
+import { checkName, DenvError, HostRefusals, type Plan, type ProjectKind } from "@denv/spec";
 import { buildImages } from "../build/build-images.js";
 import type { RawExecResult } from "../exec-runner.js";
 import { type ProbeResult, probeEgress } from "../probe.js";
@@ -44,6 +44,8 @@ export interface DeployRequest {
   env?: Record<string, string | undefined>;
   /** Id of the command that asked (labels what it creates). */
   command?: string;
+  /** The project's kind as its admin set it; a file asking for another kind is refused. */
+  kind?: ProjectKind | undefined;
   onPhase?: PhaseListener;
 }
 
@@ -99,6 +101,9 @@ export class Runtime {
     const plan =
       req.plan ??
       loadPlan(projectDir, { projectName: project, composeFile: req.composeFile, env: req.env }).plan;
+    if (req.kind !== undefined && plan.kind !== req.kind) {
+      throw new DenvError("forbidden", HostRefusals.kindMismatch(project, req.kind, plan.kind));
+    }
     return ctx.locks.with(id, async () => {
       if (await ctx.records.getEnvironment(id)) {
         throw new DenvError(

@@ -43,11 +43,18 @@ export const deploy: KindRunner = {
     });
     ctx.d.hostId = place.hostId;
     const hostEnv = hostEnvName(ctx.d.environment.split("/")[1] ?? "alpha", ctx.d.id);
+    const kind = (await store.getProject(project))?.kind;
     const created = await ctx.command(
       "deploy",
       place.hostId,
       "env.deploy",
-      (stream) => ({ project, environment: hostEnv, source_stream: stream, compose_file: req.compose_file }),
+      (stream) => ({
+        project,
+        environment: hostEnv,
+        source_stream: stream,
+        compose_file: req.compose_file,
+        kind,
+      }),
       {
         phases: HOST_PHASES,
         upload: () => createReadStream(req.spool),
