@@ -1,6 +1,12 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import { EgressFindings, HarborTaskMessages, Protection, SpecialFileReasons } from "./messages.js";
+import {
+  EgressFindings,
+  HarborTaskMessages,
+  HostRefusals,
+  Protection,
+  SpecialFileReasons,
+} from "./messages.js";
 
 const doc = readFileSync(new URL("../../../docs/reference/protections.md", import.meta.url), "utf8");
 
@@ -23,6 +29,21 @@ describe("docs/reference/protections.md lists every exact string", () => {
     expect(doc).toContain(EgressFindings.hostReachable("<service>"));
     expect(doc).toContain(EgressFindings.notInternal("<network>"));
     expect(doc).toContain(EgressFindings.extraNetwork("<service>", "<network>"));
+    expect(doc).toContain(EgressFindings.ipv6Address("<service>", "<address>"));
+    expect(doc).toContain(EgressFindings.resolverOutside("<service>", "<nameserver>"));
+    expect(doc).toContain(EgressFindings.dnsLeak("<engine>"));
+  });
+
+  it("has what a host refuses whatever the file says", () => {
+    expect(doc).toContain(HostRefusals.kindMismatch("<project>", "<kind>", "<asked>"));
+    expect(doc).toContain(HostRefusals.foreignImage("<image>", "<owner>"));
+  });
+
+  it("lists the attacks the suite runs", () => {
+    expect(doc).toContain("## What we test");
+    for (const surface of ["exec", "files", "compose file", "image", "build", "verify", "probe"]) {
+      expect(doc).toMatch(new RegExp(`\\| ${surface}[ ,|]`));
+    }
   });
 
   it("has the Harbor adapter's refusal of a task that asks for internet access", () => {
