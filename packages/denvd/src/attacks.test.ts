@@ -416,4 +416,62 @@ x-denv:
       expect((await rt.list()).environments.map((e) => e.project)).not.toContain("escalate");
     });
   });
+
+  describe("filling the disk", () => {
+    it("a full volume is the environment's own quota error, not the host's, and forks keep the cap", async () => {
+      const dir = await writeProject({
+        "compose.yaml": `services:
+  main:
+    image: debian:bookworm-slim
+    command: ["sleep", "infinity"]
+  db:
+    image: debian:bookworm-slim
+    command: ["sleep", "infinity"]
+    volumes: [data:/data]
+volumes:
+  data: {}
+x-denv:
+  disk: { volumes: 20m }
+`,
+      });
+      const info = await rt.deploy({ project: "fill", projectDir: dir });
+      expect((info.evidence.disk as { volumes: unknown }).volumes).toEqual({
+        cap_bytes: 20 * 1024 ** 2,
+        enforced: true,
+        by: "btrfs quota groups",
+      });
+      const fill = "dd if=/dev/zero of=/data/fill bs=1M count=40 2>&1; echo rc=$?; stat -c %s /data/fill";
+      const r = await rt.exec(info.id, { service: "db", shell: fill });
+      const out = r.stdout.toString();
+      expect(out).toMatch(/Disk quota exceeded|No space left on device/);
+      expect(out).toMatch(/rc=1/);
+      expect(Number(out.trim().split("\n").at(-1))).toBeLessThanOrEqual(20 * 1024 ** 2);
+      const version = await rt.snapshot(info.id);
+      const fork = await rt.fork(version.id, { name: "fill-fork" });
+      const again = await rt.exec(fork.id, { service: "db", shell: "rm /data/fill; " + fill });
+      expect(again.stdout.toString()).toMatch(/rc=1/);
+      await rt.destroy(fork.id);
+      await rt.destroy(info.id);
+    });
+
+    it("a cap on writable layers the engine cannot enforce is refused before anything is built", async () => {
+      const { supported, storage } = await rt.host.docker.layerCaps();
+      const dir = await writeProject({
+        "compose.yaml": `services:\n  main:\n    build: .\n    command: ["sleep", "infinity"]\nx-denv:\n  disk: { layers: 1g }\n`,
+        Dockerfile: "FROM debian:bookworm-slim\n",
+      });
+      const before = await leftovers(rt);
+      if (supported) {
+        // An engine that can cap layers gives the container its size limit.
+        const info = await rt.deploy({ project: "layers", projectDir: dir });
+        expect((info.evidence.disk as { layers: { enforced: boolean } }).layers.enforced).toBe(true);
+        await rt.destroy(info.id);
+      } else {
+        await expect(rt.deploy({ project: "layers", projectDir: dir })).rejects.toThrow(
+          HostRefusals.diskUnenforceable("writable layers", `${storage} has no per-container size limit`),
+        );
+      }
+      expect(await leftovers(rt)).toBe(before);
+    });
+  });
 });

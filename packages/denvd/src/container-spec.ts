@@ -25,6 +25,8 @@ export interface SpecInput {
   containerName: string;
   networkName: string;
   volumeNames: Record<string, string>;
+  /** Cap of the container's writable layer, where the engine can enforce one. */
+  layerCapBytes?: number | undefined;
   labels: Record<string, string>;
 }
 
@@ -87,6 +89,7 @@ export function containerSpec(input: SpecInput): Docker.ContainerCreateOptions {
         ReadOnly: v.readOnly,
       })),
       Tmpfs: tmpfs,
+      StorageOpt: input.layerCapBytes !== undefined ? { size: String(input.layerCapBytes) } : undefined,
       ...confinement(svc.resources, {
         capDrop: rl ? (isAgent ? ["ALL"] : [...new Set([...SERVICE_CAP_DROP, ...svc.capDrop])]) : svc.capDrop,
         capAdd: rl && isAgent ? AGENT_CAPS : [],

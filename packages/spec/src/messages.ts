@@ -62,6 +62,9 @@ export const DefaultCaps = {
   pids: 1024,
 } as const;
 
+/** Disk cap of each named volume and each writable layer when the file gives none, where the host can enforce it. */
+export const DefaultDiskBytes = 10 * 1024 * 1024 * 1024;
+
 /**
  * Every exit code of denv's commands (`denv`, `denvd`), in one table. Commands exit `ok`,
  * `failure` (the answer is no: a refusal, a failed deployment, or denv failed) or `usage` (unknown
@@ -309,6 +312,9 @@ export const HostRefusals = {
   /** The project's kind, set by an admin, is authoritative over the file's x-denv.kind. */
   kindMismatch: (project: string, kind: string, asked: string) =>
     `refused: project '${project}' is of kind ${kind}, and its compose file asks for x-denv.kind: ${asked}; a project's kind is set by an admin when the project is created (denv projects create ${project} --kind ${asked}), never by its file`,
+  /** x-denv.disk asked for a cap this host has no way to enforce. */
+  diskUnenforceable: (what: string, why: string) =>
+    `refused: x-denv.disk caps ${what}, and this host cannot enforce it (${why}); remove the cap or deploy on a host that can`,
   /** Images denvd built are scoped to their project: no project runs another's build. */
   foreignImage: (image: string, owner: string) =>
     `refused: image '${image}' was built on this host for project '${owner}'; a project runs only its own builds and images denv did not build`,

@@ -18,6 +18,17 @@ export const Resources = z.object({
 });
 export type Resources = z.infer<typeof Resources>;
 
+/** Disk caps: a full disk is the environment's own ENOSPC (or EDQUOT), never the host's. */
+export const DiskCaps = z.object({
+  /** Cap of each named volume, in bytes. */
+  volumeBytes: z.number().int().positive(),
+  /** Cap of each service's writable layer, in bytes. */
+  layerBytes: z.number().int().positive(),
+  /** The caps the file gave: a host that cannot enforce one of them refuses the file. */
+  explicit: z.array(z.enum(["volumes", "layers"])),
+});
+export type DiskCaps = z.infer<typeof DiskCaps>;
+
 export const Healthcheck = z.object({
   /** Docker form: ["CMD", ...] or ["CMD-SHELL", "..."] or ["NONE"]. */
   test: z.array(z.string()),
@@ -142,6 +153,8 @@ export const Plan = z.object({
   /** Volumes captured by snapshots (default: all). */
   snapshotVolumes: z.array(z.string()),
   placement: z.record(z.string(), z.string()),
+  /** Disk caps (x-denv.disk); absent in plans recorded before they existed. */
+  disk: DiskCaps.optional(),
   /** Notes for the user (e.g. obsolete `version` ignored). Never silent drops. */
   notes: z.array(z.string()),
 });

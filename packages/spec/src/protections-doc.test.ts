@@ -37,6 +37,7 @@ describe("docs/reference/protections.md lists every exact string", () => {
   it("has what a host refuses whatever the file says", () => {
     expect(doc).toContain(HostRefusals.kindMismatch("<project>", "<kind>", "<asked>"));
     expect(doc).toContain(HostRefusals.foreignImage("<image>", "<owner>"));
+    expect(doc).toContain(HostRefusals.diskUnenforceable("<what>", "<why>"));
   });
 
   it("lists the attacks the suite runs", () => {

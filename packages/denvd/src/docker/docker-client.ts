@@ -51,6 +51,24 @@ export class DockerClient {
   }
 
   /**
+   * Whether the engine can cap a container's writable layer (`--storage-opt size`): overlay2 on
+   * xfs (with project quotas), btrfs and zfs can; overlay2 on ext4 cannot.
+   */
+  async layerCaps(): Promise<{ supported: boolean; storage: string }> {
+    try {
+      const info = (await this.api.info()) as { Driver?: string; DriverStatus?: Array<[string, string]> };
+      const driver = info.Driver ?? "";
+      const backing = (info.DriverStatus ?? []).find(([k]) => k === "Backing Filesystem")?.[1] ?? "";
+      const storage = backing ? `${driver} on ${backing}` : driver;
+      const supported =
+        driver === "btrfs" || driver === "zfs" || (driver === "overlay2" && backing === "xfs");
+      return { supported, storage };
+    } catch (err) {
+      throw engineError(err, "the Docker engine does not answer (is dockerd running?)");
+    }
+  }
+
+  /**
    * Container start events of containers carrying `labels`, as they happen. The returned
    * function stops the stream.
    */

@@ -6,6 +6,7 @@ import { rejectToHost, removeRejectRule } from "../host/firewall.js";
 import { type ProbeResult, probeEgress } from "../probe.js";
 import type { EnvironmentRecord, VersionRecord } from "../records.js";
 import { captureBaseline } from "./agent-processes.js";
+import { decideDiskCaps } from "./disk-caps.js";
 import type { HostContext } from "./host-context.js";
 import { ownWorkdir } from "./own-workdir.js";
 import type { PhaseListener } from "./phase-listener.js";
@@ -38,6 +39,7 @@ export async function materialize(
   const t0 = Date.now();
   const envRef = { project: base.project, id: base.id };
   const egressDenied = plan.egress === "deny";
+  const disk = await decideDiskCaps(ctx, plan);
 
   const network = await createNetwork(ctx, base, egressDenied);
   undo.push(`network ${network.name}`, () => ctx.docker.networks.remove(network.id));
@@ -52,7 +54,9 @@ export async function materialize(
   for (const vol of plan.volumes) {
     const storeId = `${base.project}-${base.name}-${vol}-${randomBytes(4).toString("hex")}`;
     const snap = from?.volumes[vol];
-    const path = snap ? await ctx.store.clone(snap.snapshot, storeId) : await ctx.store.create(storeId);
+    const path = snap
+      ? await ctx.store.clone(snap.snapshot, storeId, disk.volumeBytes)
+      : await ctx.store.create(storeId, disk.volumeBytes);
     undo.push(`store ${storeId}`, () => ctx.store.removeLive(storeId));
     const dockerName = ctx.dockerName(base.project, base.name, vol);
     await ctx.docker.volumes.createBound(
@@ -86,6 +90,7 @@ export async function materialize(
         containerName: ctx.dockerName(base.project, base.name, svc.name),
         networkName: network.name,
         volumeNames,
+        layerCapBytes: disk.layerBytes,
         labels: ctx.labels(envRef, "service", command, { service: svc.name, version: base.parentVersion }),
       }),
     );
@@ -136,6 +141,7 @@ export async function materialize(
       totalMs: Date.now() - t0,
     },
     probe: probe ?? { skipped: "egress allowed (service project)" },
+    disk: disk.evidence,
   };
   await ctx.records.putEnvironment(rec);
   undo.push(`record ${rec.id}`, () => ctx.records.deleteEnvironment(rec.id));

@@ -9,6 +9,7 @@ import { type ProbeResult, probeEgress } from "../probe.js";
 import { loadPlan } from "../project-loader.js";
 import { stopAgent } from "./agent-processes.js";
 import { collectGarbage } from "./collect-garbage.js";
+import { decideDiskCaps } from "./disk-caps.js";
 import { tarDirectory } from "./ensure-image.js";
 import { type ExecOptions, execInEnvironment } from "./environment-exec.js";
 import { type FilesTarget, getFiles, putFiles, readFile, writeFile } from "./environment-files.js";
@@ -104,6 +105,8 @@ export class Runtime {
     if (req.kind !== undefined && plan.kind !== req.kind) {
       throw new DenvError("forbidden", HostRefusals.kindMismatch(project, req.kind, plan.kind));
     }
+    // Caps the host cannot enforce are refused before anything is built.
+    await decideDiskCaps(ctx, plan);
     return ctx.locks.with(id, async () => {
       if (await ctx.records.getEnvironment(id)) {
         throw new DenvError(

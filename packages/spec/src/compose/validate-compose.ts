@@ -165,6 +165,7 @@ export function validateCompose(text: string, ctx: ComposeContext): ValidateResu
     egress: x.egress,
     snapshotVolumes: x.snapshotVolumes ?? volumes,
     placement: x.placement,
+    disk: x.disk,
     notes: findings.notes,
   } satisfies Plan);
   return { ok: true, plan, notes: plan.notes };

@@ -1,5 +1,5 @@
-import { ComposeMessages, ComposeNotes, ComposeReasons, DefaultCaps } from "../messages.js";
-import type { AgentPlan, ProjectKind, Resources, ServicePlan, VerifierPlan } from "../plan.js";
+import { ComposeMessages, ComposeNotes, ComposeReasons, DefaultCaps, DefaultDiskBytes } from "../messages.js";
+import type { AgentPlan, DiskCaps, ProjectKind, Resources, ServicePlan, VerifierPlan } from "../plan.js";
 import { isRootUser, sameUser } from "../users.js";
 import { parseBuild } from "./build.js";
 import type { ComposeContext } from "./compose-context.js";
@@ -8,7 +8,7 @@ import type { Findings, Refuse } from "./findings.js";
 import type { ImageTags } from "./image-tags.js";
 import { projectPath } from "./project-path.js";
 import { parseResourceBlock, withDefaults } from "./resources.js";
-import { parseDuration } from "./units.js";
+import { parseBytes, parseDuration } from "./units.js";
 import {
   describe,
   isExtensionKey,
@@ -32,6 +32,7 @@ export interface XDenv {
   /** Undefined: every named volume. */
   snapshotVolumes?: string[];
   placement: Record<string, string>;
+  disk: DiskCaps;
 }
 
 export const X_DENV_KEYS = [
@@ -42,6 +43,7 @@ export const X_DENV_KEYS = [
   "resources",
   "snapshot",
   "placement",
+  "disk",
 ] as const;
 
 const AGENT_DEFAULT_USER = "1000";
@@ -56,6 +58,7 @@ export function parseXDenv(raw: unknown, findings: Findings, volumes: ReadonlySe
     defaults: { ...DefaultCaps },
     agent: {},
     placement: {},
+    disk: { volumeBytes: DefaultDiskBytes, layerBytes: DefaultDiskBytes, explicit: [] },
   };
   if (raw === undefined || raw === null) return x;
   const refuse: Refuse = (key, reason) => findings.top(`x-denv${key === "" ? "" : `.${key}`}`, reason);
@@ -90,6 +93,9 @@ export function parseXDenv(raw: unknown, findings: Findings, volumes: ReadonlySe
         break;
       case "snapshot":
         parseSnapshot(value, refuse, volumes, x);
+        break;
+      case "disk":
+        x.disk = parseDisk(value, refuse);
         break;
       case "placement":
         if (!isMapping(value)) {
@@ -349,4 +355,44 @@ function submissionPath(path: string): string | undefined {
   const parts = path.split("/").filter((p) => p !== "" && p !== ".");
   if (parts.length === 0 || parts.includes("..")) return undefined;
   return `/${parts.join("/")}`;
+}
+
+const DISK = "a size such as '10g', or a mapping of volumes and layers sizes";
+
+/** x-denv.disk: one size for volumes and writable layers, or {volumes, layers}. */
+function parseDisk(value: unknown, refuse: Refuse): DiskCaps {
+  const disk: DiskCaps = { volumeBytes: DefaultDiskBytes, layerBytes: DefaultDiskBytes, explicit: [] };
+  const size = (v: unknown, key: string): number | undefined => {
+    const bytes = parseBytes(v);
+    if (bytes === undefined || bytes <= 0) {
+      refuse(key, ComposeReasons.expected("a size such as '512m' or '10g'", describe(v)));
+      return undefined;
+    }
+    return bytes;
+  };
+  if (!isMapping(value)) {
+    const bytes = parseBytes(value);
+    if (bytes === undefined || bytes <= 0) {
+      refuse("disk", ComposeReasons.expected(DISK, describe(value)));
+      return disk;
+    }
+    return { volumeBytes: bytes, layerBytes: bytes, explicit: ["volumes", "layers"] };
+  }
+  for (const [k, v] of Object.entries(value)) {
+    if (isExtensionKey(k) || v === null) continue;
+    if (k === "volumes") {
+      const bytes = size(v, "disk.volumes");
+      if (bytes !== undefined) {
+        disk.volumeBytes = bytes;
+        disk.explicit.push("volumes");
+      }
+    } else if (k === "layers") {
+      const bytes = size(v, "disk.layers");
+      if (bytes !== undefined) {
+        disk.layerBytes = bytes;
+        disk.explicit.push("layers");
+      }
+    } else refuse(`disk.${k}`, ComposeReasons.unknownKey);
+  }
+  return disk;
 }
