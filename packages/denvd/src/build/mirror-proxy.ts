@@ -75,11 +75,13 @@ export class MirrorProxy {
     try {
       target = new URL(req.url ?? "");
     } catch {
-      return this.refuse(res, { method: req.method ?? "", host: "", path: req.url ?? "" }, 400);
+      this.refuse(res, { method: req.method ?? "", host: "", path: req.url ?? "" }, 400);
+      return;
     }
     const entry = { method: req.method ?? "GET", host: target.hostname, path: target.pathname };
     if (target.protocol !== "http:" || !this.allowed(target.hostname) || !["", "80"].includes(target.port)) {
-      return this.refuse(res, entry, 403);
+      this.refuse(res, entry, 403);
+      return;
     }
     const headers: Record<string, string | string[] | undefined> = { ...req.headers, host: target.host };
     delete headers["proxy-connection"];
