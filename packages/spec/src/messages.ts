@@ -329,6 +329,9 @@ export const JoinTokenMessages = {
 
 /** Refusals and failures of the control plane that docs quote. */
 export const ControlPlaneMessages = {
+  /** A host's result that does not answer the command it was sent (the result is not recorded). */
+  wrongAnswer: (host: string, kind: string, why: string) =>
+    `host ${host} answered ${kind} for something it was not asked about (${why}); the result is not recorded`,
   targetKindNotAvailable: (kind: string) => `target kind ${kind} is not available yet`,
   gitRefNotAvailable:
     "deploying from a git ref is not available yet: upload the project folder as a tar (denv deploy does this)",

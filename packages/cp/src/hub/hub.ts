@@ -15,6 +15,7 @@ import {
 import type { WebSocket } from "ws";
 import { randomToken } from "../ids.js";
 import { errorMessage, type Log } from "../log.js";
+import { answerMismatch } from "./answer-check.js";
 import { HostSession } from "./host-session.js";
 import { type CommandPayload, type HostResult, HostResults } from "./results.js";
 import type { InboundStream, OutboundStream } from "./streams.js";
@@ -320,6 +321,17 @@ export class HostHub {
           `host ${p.hostId} returned a malformed ${p.kind} result: ${parsed.error.message}`,
         ),
       );
+      return;
+    }
+    const wrong = answerMismatch(p.kind, p.makePayload(""), parsed.data);
+    if (wrong !== undefined) {
+      this.options.log.warn("host answered for something it was not asked about", {
+        host: p.hostId,
+        command: p.id,
+        kind: p.kind,
+        why: wrong,
+      });
+      p.reject(new DenvError("internal", ControlPlaneMessages.wrongAnswer(p.hostId, p.kind, wrong)));
       return;
     }
     p.resolve(parsed.data);

@@ -76,9 +76,10 @@ export class HostService implements HostLifecycle {
       ...host,
       status: "online",
       version: hello.version,
-      // The join request's labels are the operator's; the host's own labels add to them.
-      labels: { ...host.labels, ...hello.labels },
-      capacity: hello.capacity,
+      // The join request's labels are the operator's: the host's own labels add to them and never
+      // replace one (a host cannot make itself eligible for what the operator did not give it).
+      labels: { ...hello.labels, ...host.labels },
+      capacity: boundCapacity(hello.capacity),
       lastSeenAt: now,
     });
     const held = new Set(hello.environments.map((e) => e.id));
@@ -119,4 +120,21 @@ export class HostService implements HostLifecycle {
       if (!(await this.store.getHost(id))) return id;
     }
   }
+}
+
+/** The most one host may claim: placement ranks hosts by these, so a claim past them is cut. */
+export const CAPACITY_BOUNDS = {
+  cpus: 1024,
+  memory_bytes: 64 * 1024 ** 4,
+  disk_free_bytes: 1024 ** 5,
+} as const;
+
+/** A hello's capacity within CAPACITY_BOUNDS (negative or non-finite claims count as 0). */
+export function boundCapacity(c: HelloFrame["capacity"]): HelloFrame["capacity"] {
+  const bound = (v: number, max: number) => (Number.isFinite(v) && v > 0 ? Math.min(v, max) : 0);
+  return {
+    cpus: bound(c.cpus, CAPACITY_BOUNDS.cpus),
+    memory_bytes: bound(c.memory_bytes, CAPACITY_BOUNDS.memory_bytes),
+    disk_free_bytes: bound(c.disk_free_bytes, CAPACITY_BOUNDS.disk_free_bytes),
+  };
 }

@@ -33,6 +33,9 @@ export interface FakeHostOptions {
   grantDelayMs?: number;
   /** Bytes env.files.get sends. */
   fileBytes?: number;
+  /** What the hello claims, when it differs from the join request (a rogue host). */
+  helloLabels?: Record<string, string>;
+  capacity?: { cpus: number; memory_bytes: number; disk_free_bytes: number };
 }
 
 type Outcome = { ok: true; result: unknown } | { ok: false; error: { code: string; message: string } };
@@ -47,6 +50,8 @@ export class FakeHost {
   readonly sources = new Map<string, { bytes: number; sha256: string }>();
   /** Commands to fail: kind -> error (each failure is used once). */
   readonly failures = new Map<CommandKind, { code: string; message: string }>();
+  /** A rogue host: rewrites the result of a kind before it is sent (attack tests). */
+  readonly rogue = new Map<CommandKind, (result: unknown, command: CommandFrame) => unknown>();
   /** Commands not to answer until `release`d (or the predicate changes). */
   hold: (c: CommandFrame) => boolean = () => false;
   heartbeats: boolean;
@@ -126,8 +131,12 @@ export class FakeHost {
       type: "hello",
       host_id: this.id,
       version: "0.1.0-fake",
-      capacity: { cpus: 8, memory_bytes: 16 * 1024 ** 3, disk_free_bytes: 100 * 1024 ** 3 },
-      labels: this.o.labels ?? {},
+      capacity: this.o.capacity ?? {
+        cpus: 8,
+        memory_bytes: 16 * 1024 ** 3,
+        disk_free_bytes: 100 * 1024 ** 3,
+      },
+      labels: this.o.helloLabels ?? this.o.labels ?? {},
       environments: [...this.environments.values()],
       versions: [...this.versions],
       unfinished: [...this.running, ...this.held.keys()],
@@ -237,7 +246,8 @@ export class FakeHost {
         await this.progress(c, (PROGRESS[c.kind] ?? []).slice(0, 1));
         throw Object.assign(new Error(failure.message), { code: failure.code });
       }
-      outcome = { ok: true, result: await this.handle(c) };
+      const result = await this.handle(c);
+      outcome = { ok: true, result: this.rogue.get(c.kind)?.(result, c) ?? result };
     } catch (err) {
       const e = err as Error & { code?: string };
       outcome = { ok: false, error: { code: e.code ?? "internal", message: e.message } };
