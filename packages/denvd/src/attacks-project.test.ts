@@ -1,8 +1,7 @@
-import { createServer } from "node:net";
 import { HostRefusals } from "@denv/spec";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Runtime } from "./runtime/runtime.js";
-import { leftovers, openTestRuntime, writeProject } from "./testing/harness.js";
+import { hostListener, leftovers, openTestRuntime, writeProject } from "./testing/harness.js";
 
 /**
  * Attacks through a project's own files (compose file, Dockerfile, tests) and its agent's
@@ -92,13 +91,7 @@ x-denv:
 
   describe("builds reaching the network", () => {
     it("a RUN step reaches neither a host listener nor anything but the mirrors, and the proxy records it", async () => {
-      const hits: string[] = [];
-      const server = createServer((sock) => {
-        hits.push(sock.remoteAddress ?? "?");
-        sock.destroy();
-      });
-      await new Promise<void>((resolve) => server.listen({ port: 0, host: "::", ipv6Only: false }, resolve));
-      const port = (server.address() as { port: number }).port;
+      const { port, hits, close } = await hostListener();
       try {
         const probe = [
           'gw=$(echo "$http_proxy" | sed -e "s|http://||" -e "s|:.*||")',
@@ -132,7 +125,7 @@ x-denv:
             .length,
         ).toBe(0);
       } finally {
-        server.close();
+        await close();
       }
     });
   });

@@ -1,5 +1,4 @@
 import { readlink } from "node:fs/promises";
-import { createServer } from "node:net";
 import { ComposeReasons, HostRefusals, Protection, Refusal, validateCompose } from "@denv/spec";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { packEntries } from "./files/tar-pack.js";
@@ -8,7 +7,7 @@ import { run } from "./host/run.js";
 import { buildTag } from "./runtime/ensure-image.js";
 import { readContainerFile } from "./runtime/principals.js";
 import type { Runtime } from "./runtime/runtime.js";
-import { leftovers, openTestRuntime, writeProject } from "./testing/harness.js";
+import { hostListener, leftovers, openTestRuntime, writeProject } from "./testing/harness.js";
 
 /**
  * Attacks on a host through its public surfaces (compose file, image, exec, files, verify), one
@@ -215,13 +214,7 @@ describe("attacks", () => {
       });
       expect(r.stdout.toString()).toBe("1\n");
 
-      const hits: string[] = [];
-      const server = createServer((sock) => {
-        hits.push(sock.remoteAddress ?? "?");
-        sock.destroy();
-      });
-      await new Promise<void>((resolve) => server.listen({ port: 0, host: "::", ipv6Only: false }, resolve));
-      const port = (server.address() as { port: number }).port;
+      const { port, hits, close } = await hostListener();
       try {
         const bridge = `br-${info.network.id.slice(0, 12)}`;
         const addrs = JSON.parse(
@@ -242,7 +235,7 @@ describe("attacks", () => {
         // Where the host gives its bridge no IPv6 address, there is nothing to reach either way.
         expect(hits).toEqual([]);
       } finally {
-        server.close();
+        await close();
       }
     });
 

@@ -66,29 +66,22 @@ async function checks(config: DenvdConfig): Promise<Check[]> {
   }
 
   if (existsSync("/proc/net/if_inet6")) {
-    const ip6t = await tool("ip6tables", ["-w", "-L", "INPUT", "-n"]);
     out.push(
-      ip6t.ok
-        ? { name: "ip6tables", status: "ok", detail: "ip6tables answers: IPv6 is rejected like IPv4" }
-        : {
-            name: "ip6tables",
-            status: "fail",
-            detail: `this host has IPv6 and ip6tables does not answer: ${ip6t.text}`,
-            fix: "apt-get install iptables (it brings ip6tables; protection 5 rejects IPv6 too)",
-          },
+      await firewallCheck(
+        "ip6tables",
+        "IPv6 is rejected like IPv4",
+        "this host has IPv6 and ",
+        "it brings ip6tables; protection 5 rejects IPv6 too",
+      ),
     );
   }
-
-  const ipt = await tool("iptables", ["-w", "-L", "INPUT", "-n"]);
   out.push(
-    ipt.ok
-      ? { name: "iptables", status: "ok", detail: "iptables answers (filter table, INPUT chain)" }
-      : {
-          name: "iptables",
-          status: "fail",
-          detail: `iptables does not answer: ${ipt.text}`,
-          fix: "apt-get install iptables (protection 5 rejects environment -> host traffic with it)",
-        },
+    await firewallCheck(
+      "iptables",
+      "(filter table, INPUT chain)",
+      "",
+      "protection 5 rejects environment -> host traffic with it",
+    ),
   );
 
   const ns = await tool("nsenter", ["--version"]);
@@ -209,4 +202,22 @@ async function dnsCheck(engine: string): Promise<Check> {
     detail: EgressFindings.dnsLeak(engine),
     fix: `point /etc/resolv.conf away from ${loopback.join(", ")} or upgrade the engine; the egress probe refuses every episode until then`,
   };
+}
+
+/** iptables or ip6tables: does it list the INPUT chain (where the reject rules go)? */
+async function firewallCheck(
+  name: "iptables" | "ip6tables",
+  okNote: string,
+  failContext: string,
+  why: string,
+): Promise<Check> {
+  const r = await tool(name, ["-w", "-L", "INPUT", "-n"]);
+  return r.ok
+    ? { name, status: "ok", detail: `${name} answers${okNote.startsWith("(") ? " " : ": "}${okNote}` }
+    : {
+        name,
+        status: "fail",
+        detail: `${failContext}${name} does not answer: ${r.text}`,
+        fix: `apt-get install iptables (${why})`,
+      };
 }

@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { run } from "../host/run.js";
@@ -49,4 +50,22 @@ export async function leftovers(rt: Runtime): Promise<number> {
   const n = await rt.host.docker.networks.list(own);
   const v = await rt.host.docker.volumes.list(own);
   return c.length + n.length + v.length;
+}
+
+/**
+ * A TCP listener on every host address (IPv4 and IPv6) that counts who connected: what an
+ * attack row must leave untouched.
+ */
+export async function hostListener(): Promise<{ port: number; hits: string[]; close(): Promise<void> }> {
+  const hits: string[] = [];
+  const server = createServer((sock) => {
+    hits.push(sock.remoteAddress ?? "?");
+    sock.destroy();
+  });
+  await new Promise<void>((resolve) => server.listen({ port: 0, host: "::", ipv6Only: false }, resolve));
+  return {
+    port: (server.address() as { port: number }).port,
+    hits,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
 }
