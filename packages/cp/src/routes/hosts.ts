@@ -29,7 +29,7 @@ export function hostRoutes(s: Services): Route[] {
       kind: "websocket",
       method: "GET",
       path: "/v1/hosts/stream",
-      summary: "The host stream (denvd dials out): protocol frames of packages/spec/src/protocol.ts",
+      summary: "The host stream (denvd dials out): protocol frames of packages/spec/src/protocol/",
       tag: "hosts",
       auth: "host",
       responses: [{ status: 101, description: "Upgraded; the host sends hello first" }],

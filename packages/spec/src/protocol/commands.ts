@@ -1,0 +1,83 @@
+import { z } from "zod";
+import { ExecRequest } from "../exec.js";
+
+/** What the control plane asks of a host. */
+export const CommandKind = z.enum([
+  "env.deploy",
+  "env.exec",
+  "env.files.put",
+  "env.files.get",
+  "env.snapshot",
+  "env.fork",
+  "env.restore",
+  "env.stop",
+  "env.start",
+  "env.destroy",
+  "env.probe_egress",
+  "env.verify",
+  "env.logs",
+  "env.connect",
+  "version.delete",
+  "host.gc",
+]);
+export type CommandKind = z.infer<typeof CommandKind>;
+
+// ---- command payloads (cp -> host) ----
+
+export const EnvRefPayload = z.object({ environment: z.string() });
+
+export const CommandPayloads = {
+  /** `source_stream`: a data stream carrying a tar of the project; the host extracts it to a
+   * temporary directory it removes after the build. */
+  "env.deploy": z.object({
+    project: z.string(),
+    environment: z.string(),
+    source_stream: z.string(),
+    compose_file: z.string().optional(),
+    /** The project's kind as its admin set it: the host refuses a file that asks for another. */
+    kind: z.enum(["rl-environment", "service"]).optional(),
+  }),
+  /** With `stream`, stdin arrives on it (channel stdin) and output leaves on it as it is
+   * produced (channels stdout/stderr); the result then carries no output bytes. */
+  "env.exec": z.object({ environment: z.string(), exec: ExecRequest, stream: z.string().optional() }),
+  "env.files.put": z.object({
+    environment: z.string(),
+    path: z.string(),
+    service: z.string().optional(),
+    user: z.string().optional(),
+    stream: z.string(),
+  }),
+  "env.files.get": z.object({
+    environment: z.string(),
+    path: z.string(),
+    service: z.string().optional(),
+    user: z.string().optional(),
+    stream: z.string(),
+  }),
+  /** `number`: the version number the control plane allocated (it numbers versions across
+   * hosts); absent, the host takes the next free number of the project. */
+  "env.snapshot": EnvRefPayload.extend({ number: z.number().int().positive().optional() }),
+  "env.fork": z.object({ version: z.string(), name: z.string() }),
+  /** Replace `environment` with a fork of `version` under the same name (rollback). */
+  "env.restore": z.object({ environment: z.string(), version: z.string() }),
+  "env.stop": EnvRefPayload,
+  "env.start": EnvRefPayload,
+  "env.destroy": EnvRefPayload,
+  "env.probe_egress": EnvRefPayload,
+  /** `number`: the version number the episode's snapshot takes (the cp numbers versions). */
+  "env.verify": z.object({ environment: z.string(), number: z.number().int().positive().optional() }),
+  "env.logs": z.object({
+    environment: z.string(),
+    service: z.string().optional(),
+    tail: z.number().int().optional(),
+  }),
+  /** A TCP tunnel to service:port inside the environment, over `stream` (channel tunnel). */
+  "env.connect": z.object({
+    environment: z.string(),
+    service: z.string(),
+    port: z.number().int(),
+    stream: z.string(),
+  }),
+  "version.delete": z.object({ version: z.string() }),
+  "host.gc": z.object({}),
+} satisfies Record<CommandKind, z.ZodType>;

@@ -1,0 +1,2 @@
+export * from "./commands.js";
+export * from "./frames.js";
