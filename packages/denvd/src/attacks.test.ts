@@ -142,7 +142,7 @@ describe("attacks", () => {
       const own = { net: new Set<string>(), pid: new Set<string>() };
       const lines: string[] = [];
       for (const info of [await rt.environment(env), fork]) {
-        const id = info.services[0]?.containerId ?? "";
+        const id = info.services[0]?.container_id ?? "";
         const state = await rt.host.docker.containers.inspect(id);
         own.net.add(await readlink(`/proc/${state?.pid}/ns/net`));
         own.pid.add(await readlink(`/proc/${state?.pid}/ns/pid`));

@@ -78,7 +78,7 @@ describe("the five protections", () => {
   describe("4. caps on every service", () => {
     it("puts the file's caps and the defaults in HostConfig", async () => {
       const info = await rt.environment(env);
-      const byName = Object.fromEntries(info.services.map((s) => [s.name, s.containerId]));
+      const byName = Object.fromEntries(info.services.map((s) => [s.name, s.container_id]));
       const main = await rt.host.docker.containers.inspect(byName.main as string);
       const db = await rt.host.docker.containers.inspect(byName.db as string);
       expect(main?.hostConfig.memory).toBe(DefaultCaps.memoryBytes);
@@ -125,7 +125,7 @@ describe("the five protections", () => {
     it("finds a default route left in place", async () => {
       const info = await rt.environment(env);
       const main = await rt.host.docker.containers.inspect(
-        info.services.find((s) => s.name === "main")?.containerId as string,
+        info.services.find((s) => s.name === "main")?.container_id as string,
       );
       const pid = String(main?.pid);
       await run("nsenter", ["-t", pid, "-n", "ip", "route", "add", "default", "via", info.network.gateway]);
@@ -161,7 +161,7 @@ describe("the five protections", () => {
         gateway: "10.214.250.1",
         labels: { "ai.denv.managed": "true", "ai.denv.host": rt.host.hostId, "ai.denv.role": "probe" },
       });
-      const main = info.services.find((s) => s.name === "main")?.containerId as string;
+      const main = info.services.find((s) => s.name === "main")?.container_id as string;
       await rt.host.docker.networks.connect(net.id, main);
       try {
         const probe = await rt.probeEgress(env);

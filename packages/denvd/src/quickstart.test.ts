@@ -56,8 +56,8 @@ describe("the quickstart environment end to end", () => {
     expect(ps.stdout.toString().trim()).toBe("0");
     // Another principal, in another container, on a fork.
     expect(result.evidence.verifier.user).toBe("1001");
-    const agentContainers = (await rt.environment(env)).services.map((s) => s.containerId);
-    expect(agentContainers).not.toContain(result.evidence.verifier.containerId);
+    const agentContainers = (await rt.environment(env)).services.map((s) => s.container_id);
+    expect(agentContainers).not.toContain(result.evidence.verifier.container_id);
     expect(result.fork).not.toBe(env);
     expect(result.evidence.fork.environment).toBe(result.fork);
     expect(result.version).toMatch(/^quickstart@v\d+$/);

@@ -50,7 +50,7 @@ describe("snapshot and fork", () => {
     await rt.exec(env, { shell: "echo layer-v2 > /workspace/layer.txt" });
     await rt.exec(env, { service: "side", user: "0", shell: "echo vol-v2 > /sidedata/v.txt" });
     const fork = await rt.fork("snap@v1", { name: "f1" });
-    expect(fork.parentVersion).toBe("snap@v1");
+    expect(fork.parent_version).toBe("snap@v1");
     const layer = await rt.exec(fork.id, { cmd: ["cat", "/workspace/layer.txt"] });
     expect(layer.stdout.toString()).toBe("layer-v1\n");
     const vol = await rt.exec(fork.id, { service: "side", cmd: ["cat", "/sidedata/v.txt"] });
@@ -116,7 +116,7 @@ describe("snapshot and fork", () => {
 
   it("takes the default route away again when Docker restarts a service", async () => {
     const fork = await rt.fork("snap@v1", { name: "restarted" });
-    const main = fork.services.find((s) => s.name === "main")?.containerId as string;
+    const main = fork.services.find((s) => s.name === "main")?.container_id as string;
     await rt.host.docker.containers.restart(main, 0);
     // The engine's start event reaches the runtime asynchronously.
     let probe = await rt.probeEgress(fork.id);

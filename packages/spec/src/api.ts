@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { ExecRequest } from "./exec.js";
-import { DeploymentKind } from "./phases.js";
+import { DeploymentKind, PhaseName } from "./phases.js";
 
 /**
  * The REST API's resources (JSON, snake_case), shared by the control plane (which validates its
@@ -37,6 +37,9 @@ export const ServiceRef = z.object({
   image_id: z.string(),
 });
 
+/** The agent service of an environment, the user exec defaults to, and its workdir. */
+export const AgentRef = z.object({ service: z.string(), user: z.string(), workdir: z.string() });
+
 export const EnvironmentStatus = z.enum(["pending", "running", "stopped", "failed", "destroyed"]);
 
 export const Environment = z.object({
@@ -53,7 +56,7 @@ export const Environment = z.object({
   sandbox: z.boolean(),
   expires_at: z.string().optional(),
   services: z.array(ServiceRef),
-  agent: z.object({ service: z.string(), user: z.string(), workdir: z.string() }).optional(),
+  agent: AgentRef.optional(),
   evidence: z.record(z.string(), z.unknown()).optional(),
   created_at: z.string(),
 });
@@ -62,7 +65,7 @@ export type Environment = z.infer<typeof Environment>;
 export const PhaseStatus = z.enum(["pending", "running", "succeeded", "failed", "skipped"]);
 
 export const Phase = z.object({
-  name: z.string(),
+  name: PhaseName,
   status: PhaseStatus,
   started_at: z.string().optional(),
   finished_at: z.string().optional(),

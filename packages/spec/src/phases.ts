@@ -1,5 +1,6 @@
 import { z } from "zod";
 
+/** What a deployment changes (ARCHITECTURE "Deployments and phases"). */
 export const DeploymentKind = z.enum([
   "deploy",
   "fork",
@@ -12,8 +13,42 @@ export const DeploymentKind = z.enum([
 ]);
 export type DeploymentKind = z.infer<typeof DeploymentKind>;
 
+/**
+ * Every phase name: those of deployments (`Phases`) and those of the host operations inside them
+ * (`HostPhases` in the protocol). One table, so that a misspelt phase fails to compile in denvd
+ * and in the control plane alike.
+ */
+export const PhaseName = z.enum([
+  "resolve source",
+  "place",
+  "validate",
+  "build",
+  "restore",
+  "start",
+  "health",
+  "probe",
+  "snapshot",
+  "switch",
+  "freeze",
+  "capture layers",
+  "capture volumes",
+  "thaw",
+  "record",
+  "stop agent",
+  "fork",
+  "run verifier",
+  "collect",
+  "clean up",
+  "stop",
+  "destroy",
+  // A tunnel (env.connect): dialling the service, then the open connection.
+  "connect",
+  "connected",
+]);
+export type PhaseName = z.infer<typeof PhaseName>;
+
 /** The phases of each deployment kind, in order (ARCHITECTURE "Deployments and phases"). */
-export const Phases: Record<DeploymentKind, readonly string[]> = {
+export const Phases: Record<DeploymentKind, readonly PhaseName[]> = {
   // The host that builds is the host that runs (images stay where they were built), so a
   // deploy is placed before it is validated and built there.
   deploy: ["resolve source", "place", "validate", "build", "start", "health", "probe", "snapshot", "switch"],

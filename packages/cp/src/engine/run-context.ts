@@ -1,13 +1,16 @@
 import {
   type CommandKind,
+  type CommandPayload,
+  type CommandResult,
+  CommandResults,
   ControlPlaneMessages,
   DenvError,
   type Phase,
+  type PhaseName,
   type ProgressFrame,
 } from "@denv/spec";
 import type { z } from "zod";
 import { HostError, type HostHub } from "../hub/hub.js";
-import { type CommandPayload, type HostResult, HostResults } from "../hub/results.js";
 import { nowIso } from "../ids.js";
 import type { Log } from "../log.js";
 import type { DeploymentRecord } from "../store/records.js";
@@ -33,18 +36,14 @@ export interface EngineDeps {
 }
 
 export interface CommandOptions {
-  /** Deployment phases the host reports progress for while this command runs. */
-  phases: readonly string[];
-  /** Or: the one deployment phase this command runs inside (its own phases become evidence). */
-  within?: string;
+  /** Deployment phases the host starts and ends (with their evidence) while this command runs. */
+  phases: readonly PhaseName[];
+  /**
+   * Or: the one deployment phase this command runs inside. It starts with the command, and the
+   * evidence of the host's own phases (a snapshot's freeze, thaw, record...) joins it.
+   */
+  within?: PhaseName;
   upload?: () => AsyncIterable<Buffer>;
-}
-
-/** Plain object check for evidence pulled out of results. */
-function asRecord(v: unknown): Record<string, unknown> | undefined {
-  return v !== null && typeof v === "object" && !Array.isArray(v)
-    ? (v as Record<string, unknown>)
-    : undefined;
 }
 
 /**
@@ -85,7 +84,7 @@ export class RunContext {
 
   /** A cp phase run once: a resumed run gets the recorded value and leaves the phase as it was. */
   cpPhase<S extends z.ZodType>(
-    name: string,
+    name: PhaseName,
     schema: S,
     fn: () => Promise<{ value: z.output<S>; evidence: Record<string, unknown> }>,
   ): Promise<z.output<S>> {
@@ -94,7 +93,7 @@ export class RunContext {
 
   /** A phase the cp itself runs (place, switch, record...): timing plus the evidence `fn` returns. */
   async phase<T>(
-    name: string,
+    name: PhaseName,
     fn: () => Promise<{ value: T; evidence: Record<string, unknown> }>,
   ): Promise<T> {
     this.start(name);
@@ -104,21 +103,24 @@ export class RunContext {
     return value;
   }
 
-  /** Sends a host command as step `step`, mapping its progress onto phases and its log lines onto the log. */
+  /**
+   * Sends a host command as step `step`. Its progress drives the phases: a phase starts when the
+   * host says so and ends when the host says it ended, with the evidence it sends then (the only
+   * way host evidence reaches a phase); log lines go to the log. Phases the host did not end (a
+   * probe skipped where egress is allowed) end when the result arrives.
+   */
   async command<K extends CommandKind>(
     step: string,
     hostId: string,
     kind: K,
     payload: CommandPayload<K> | ((streamId: string) => CommandPayload<K>),
-    opts: CommandOptions & {
-      /** Evidence per phase taken from the result (default: the result's `evidence[phase]`). */
-      evidence?: (result: HostResult<K>) => Record<string, Record<string, unknown>>;
-    },
-  ): Promise<HostResult<K>> {
-    if (step in this.d.state.steps) return HostResults[kind].parse(this.d.state.steps[step]) as HostResult<K>;
+    opts: CommandOptions,
+  ): Promise<CommandResult<K>> {
+    if (step in this.d.state.steps)
+      return CommandResults[kind].parse(this.d.state.steps[step]) as CommandResult<K>;
     const covered = opts.within ? [opts.within] : opts.phases;
     if (opts.within) this.start(opts.within);
-    let result: HostResult<K>;
+    let result: CommandResult<K>;
     for (;;) {
       const resumed = this.resumePending;
       this.resumePending = false;
@@ -154,26 +156,16 @@ export class RunContext {
         throw err;
       }
     }
-    const evidence = opts.evidence
-      ? opts.evidence(result)
-      : asRecord((result as { evidence?: unknown }).evidence);
     for (const name of covered) {
-      const ph = this.phaseOf(name);
-      const ev = asRecord(evidence?.[name]);
-      if (!ph) continue;
-      if (ph.status === "running" || ph.status === "pending") this.finish(name, ev);
-      else if (ev) {
-        // Evidence only the result carries (digests, container ids) joins a phase already done.
-        ph.evidence = { ...ph.evidence, ...ev };
-        this.append("phase", { ...ph });
-      }
+      const status = this.phaseOf(name)?.status;
+      if (status === "running" || status === "pending") this.finish(name);
     }
     this.d.state.steps[step] = result;
     await this.save();
     return result;
   }
 
-  private async failCovered(covered: readonly string[], err: unknown): Promise<void> {
+  private async failCovered(covered: readonly PhaseName[], err: unknown): Promise<void> {
     const failed =
       covered.find((n) => this.phaseOf(n)?.status === "running") ??
       covered.find((n) => this.phaseOf(n)?.status === "pending");
@@ -185,11 +177,11 @@ export class RunContext {
     this.append("log", { line });
   }
 
-  phaseOf(name: string): Phase | undefined {
+  phaseOf(name: PhaseName): Phase | undefined {
     return this.d.phases.find((p) => p.name === name);
   }
 
-  start(name: string): void {
+  start(name: PhaseName): void {
     const ph = this.phaseOf(name);
     if (!ph || ph.status === "succeeded" || ph.status === "running") return;
     ph.status = "running";
@@ -199,14 +191,14 @@ export class RunContext {
     this.append("phase", { ...ph });
   }
 
-  finish(name: string, evidence?: Record<string, unknown>): void {
+  finish(name: PhaseName, evidence?: Record<string, unknown>): void {
     const ph = this.phaseOf(name);
     if (!ph || ph.status === "succeeded") return;
     if (ph.status !== "running") this.start(name);
     this.close(ph, "succeeded", evidence);
   }
 
-  failPhase(name: string, message: string): void {
+  failPhase(name: PhaseName, message: string): void {
     const ph = this.phaseOf(name);
     if (!ph || ph.status === "failed") return;
     if (ph.status !== "running") this.start(name);
@@ -237,32 +229,41 @@ export class RunContext {
   }
 
   private progress(p: ProgressFrame, opts: CommandOptions): void {
-    if (p.phase !== undefined) {
-      if (opts.within) {
-        // A command's own phases (a snapshot's freeze, thaw...) inside one deployment phase.
-        this.log(`${opts.within}: ${p.phase}`);
-        if (p.evidence) this.mergeEvidence(opts.within, { [p.phase]: p.evidence });
-      } else if (this.phaseOf(p.phase) && opts.phases.includes(p.phase)) {
-        // A phase named is the current one: the one before it ended. Its evidence may come with
-        // the start or with a second frame; a phase ends when the next starts or the result comes.
-        for (const n of opts.phases)
-          if (n !== p.phase && this.phaseOf(n)?.status === "running") this.finish(n);
-        this.start(p.phase);
-        if (p.evidence) this.mergeEvidence(p.phase, p.evidence);
-      } else {
-        this.log(`phase ${p.phase}`);
-        const running = this.d.phases.find((ph) => ph.status === "running");
-        if (running && p.evidence) this.mergeEvidence(running.name, { [p.phase]: p.evidence });
-      }
-    } else if (p.evidence) {
-      const running = this.d.phases.find((ph) => ph.status === "running");
-      if (running) this.mergeEvidence(running.name, p.evidence);
-    }
+    // A frame may end one phase and start the next: the end comes first.
+    if (p.ended !== undefined) this.hostPhaseEnded(p.ended, p.evidence ?? {}, opts);
+    if (p.phase !== undefined) this.hostPhaseStarted(p.phase, opts);
     if (p.line !== undefined) this.log(p.line);
     void this.save();
   }
 
-  private mergeEvidence(name: string, evidence: Record<string, unknown>): void {
+  private hostPhaseStarted(name: PhaseName, opts: CommandOptions): void {
+    if (opts.within) this.log(`${opts.within}: ${name}`);
+    else if (opts.phases.includes(name)) this.start(name);
+    else this.log(`phase ${name}`);
+  }
+
+  private hostPhaseEnded(name: PhaseName, evidence: Record<string, unknown>, opts: CommandOptions): void {
+    if (opts.within) {
+      this.mergeEvidence(opts.within, evidence);
+      return;
+    }
+    const ph = this.phaseOf(name);
+    if (ph && opts.phases.includes(name)) {
+      if (ph.status !== "succeeded") this.finish(name, evidence);
+      else {
+        // Ended again by an attempt sent after an interruption: the newer evidence wins.
+        ph.evidence = { ...ph.evidence, ...evidence };
+        this.append("phase", { ...ph });
+      }
+      return;
+    }
+    // A host phase that is not one of this deployment's (the runtime's own `place`): its
+    // evidence joins the phase running meanwhile, under its name.
+    const running = this.d.phases.find((x) => x.status === "running");
+    if (running) this.mergeEvidence(running.name, { [name]: evidence });
+  }
+
+  private mergeEvidence(name: PhaseName, evidence: Record<string, unknown>): void {
     const ph = this.phaseOf(name);
     if (ph) ph.evidence = { ...ph.evidence, ...evidence };
   }

@@ -1,6 +1,9 @@
 import {
   type CommandFrame,
   type CommandKind,
+  type CommandPayload,
+  type CommandResult,
+  CommandResults,
   ControlPlaneMessages,
   DenvError,
   type ErrorCode,
@@ -17,7 +20,6 @@ import { randomToken } from "../ids.js";
 import { errorMessage, type Log } from "../log.js";
 import { answerMismatch } from "./answer-check.js";
 import { HostSession } from "./host-session.js";
-import { type CommandPayload, type HostResult, HostResults } from "./results.js";
 import type { InboundStream, OutboundStream } from "./streams.js";
 
 /** What the hub tells the rest of the cp about hosts coming and going. */
@@ -89,7 +91,7 @@ export interface StreamCall<K extends CommandKind> {
   streamId: string;
   inbound: InboundStream;
   outbound: OutboundStream;
-  result: Promise<HostResult<K>>;
+  result: Promise<CommandResult<K>>;
   /** Forgets the stream; call when the consumer is done with the inbound bytes. */
   close(): void;
 }
@@ -161,9 +163,9 @@ export class HostHub {
     kind: K,
     payload: CommandPayload<K> | ((streamId: string) => CommandPayload<K>),
     opts: SendOptions,
-  ): Promise<HostResult<K>> {
+  ): Promise<CommandResult<K>> {
     const existing = this.pending.get(opts.id);
-    if (existing) return existing.promise as Promise<HostResult<K>>;
+    if (existing) return existing.promise as Promise<CommandResult<K>>;
     if (this.closing) return Promise.reject(new ShutdownError());
     if (!opts.durable && !this.isOnline(hostId)) {
       return Promise.reject(new DenvError("conflict", ControlPlaneMessages.hostOffline(hostId)));
@@ -187,7 +189,7 @@ export class HostHub {
     this.pending.set(opts.id, { p, promise });
     const session = this.sessions.get(hostId);
     if (session) this.transmit(p, session);
-    return promise as Promise<HostResult<K>>;
+    return promise as Promise<CommandResult<K>>;
   }
 
   /**
@@ -313,7 +315,7 @@ export class HostHub {
       );
       return;
     }
-    const parsed = HostResults[p.kind].safeParse(result ?? {});
+    const parsed = CommandResults[p.kind].safeParse(result ?? {});
     if (!parsed.success) {
       p.reject(
         new DenvError(

@@ -111,7 +111,8 @@ class ExecSession {
         await this.send({ type, data: c.data.toString("base64") });
       }
       const result = await call.result;
-      await this.send({ type: "exit", result: { ...result, stdout: "", stderr: "" } });
+      // The API's ExecResponse: the host's stream summary stays between the host and the cp.
+      await this.send({ type: "exit", result: ExecResponse.parse({ ...result, stdout: "", stderr: "" }) });
       this.socket.close(1000, "exit");
     } catch (err) {
       this.fail(await callFailure(call, err));

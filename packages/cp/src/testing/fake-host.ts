@@ -4,13 +4,21 @@ import {
   CommandPayloads,
   type Frame,
   HEARTBEAT_MS,
+  HostPhases,
   JoinResponse,
   PROTOCOL_VERSION,
   parseFrame,
 } from "@denv/spec";
 import WebSocket from "ws";
 import { streamCommand } from "./fake-io.js";
-import { type HeldEnv, hostEnvironment, hostVersion, PROGRESS, verifyResult } from "./fake-results.js";
+import {
+  type HeldEnv,
+  hostEnvironment,
+  hostVersion,
+  type Produced,
+  phaseEvidence,
+  verifyResult,
+} from "./fake-results.js";
 import { FakeReader, FakeWriter } from "./fake-streams.js";
 
 /**
@@ -243,7 +251,9 @@ export class FakeHost {
       const failure = this.failures.get(c.kind);
       if (failure) {
         this.failures.delete(c.kind);
-        await this.progress(c, (PROGRESS[c.kind] ?? []).slice(0, 1));
+        // The first phase starts and never ends: the failure is that phase's.
+        const first = HostPhases[c.kind][0];
+        if (first) this.send({ v: PROTOCOL_VERSION, type: "progress", id: c.id, phase: first });
         throw Object.assign(new Error(failure.message), { code: failure.code });
       }
       const result = await this.handle(c);
@@ -258,12 +268,15 @@ export class FakeHost {
     this.notify();
   }
 
-  private async progress(c: CommandFrame, phases: readonly string[]): Promise<void> {
-    for (const phase of phases) {
+  /** Runs the command's phases as denvd reports them: start, a log line, end with its evidence. */
+  private async progress(c: CommandFrame, produced: Omit<Produced, "host">): Promise<void> {
+    for (const phase of HostPhases[c.kind]) {
+      if (phase === "switch") continue;
       this.send({ v: PROTOCOL_VERSION, type: "progress", id: c.id, phase });
       await new Promise((r) => setTimeout(r, this.o.stepDelayMs ?? 2));
       this.send({ v: PROTOCOL_VERSION, type: "progress", id: c.id, line: `${phase} done` });
-      this.send({ v: PROTOCOL_VERSION, type: "progress", id: c.id, phase, evidence: { [`${phase}_ms`]: 1 } });
+      const evidence = phaseEvidence(phase, { ...produced, host: this.id });
+      this.send({ v: PROTOCOL_VERSION, type: "progress", id: c.id, ended: phase, evidence });
     }
   }
 
@@ -276,7 +289,6 @@ export class FakeHost {
       if (!e) throw notFound(`environment ${id}`);
       return e;
     };
-    const phases = PROGRESS[c.kind] ?? [];
     switch (c.kind) {
       case "env.deploy": {
         const { project, environment, source_stream } = CommandPayloads["env.deploy"].parse(p);
@@ -288,25 +300,27 @@ export class FakeHost {
             code: "interrupted",
           });
         this.sources.set(c.id, { bytes: r.bytes, sha256: r.sha256() });
-        await this.progress(c, phases);
         const id = `${project}/${environment}`;
+        const created = hostEnvironment(id, "running");
+        await this.progress(c, { env: created });
         this.environments.set(id, { id, status: "running" });
-        return hostEnvironment(id, "running");
+        return created;
       }
       case "env.fork": {
         const { version, name } = CommandPayloads["env.fork"].parse(p);
         if (!this.versions.has(version)) throw notFound(`version ${version}`);
-        await this.progress(c, phases);
         const id = `${version.split("@")[0]}/${name}`;
+        const created = hostEnvironment(id, "running", version);
+        await this.progress(c, { env: created });
         this.environments.set(id, { id, status: "running", parent_version: version });
-        return hostEnvironment(id, "running", version);
+        return created;
       }
       case "env.snapshot": {
         const { environment, number } = CommandPayloads["env.snapshot"].parse(p);
         env(environment);
-        await this.progress(c, phases);
         const project = environment.split("/")[0] as string;
         const v = hostVersion(project, number ?? this.versions.size + 1, environment);
+        await this.progress(c, { version: v });
         this.versions.add(v.id);
         return v;
       }
@@ -314,22 +328,31 @@ export class FakeHost {
       case "env.start": {
         const { environment } = CommandPayloads["env.stop"].parse(p);
         const e = env(environment);
-        await this.progress(c, phases);
-        e.status = c.kind === "env.stop" ? "stopped" : "running";
-        return hostEnvironment(environment, e.status, e.parent_version);
+        const status = c.kind === "env.stop" ? "stopped" : "running";
+        const changed = hostEnvironment(environment, status, e.parent_version);
+        await this.progress(c, { env: changed });
+        e.status = status;
+        return changed;
       }
       case "env.destroy": {
         const { environment } = CommandPayloads["env.destroy"].parse(p);
         env(environment);
-        await this.progress(c, phases);
+        await this.progress(c, {});
         this.environments.delete(environment);
         return { environment, destroyed: true };
       }
       case "env.verify": {
-        const { environment } = CommandPayloads["env.verify"].parse(p);
+        const { environment, number } = CommandPayloads["env.verify"].parse(p);
         env(environment);
-        await this.progress(c, phases);
-        return verifyResult(environment.split("/")[0] as string, environment);
+        // As denvd: the episode's snapshot is a version the host now holds.
+        const project = environment.split("/")[0] as string;
+        const result = verifyResult(
+          environment,
+          hostVersion(project, number ?? this.versions.size + 1, environment),
+        );
+        await this.progress(c, { verify: result });
+        this.versions.add(result.version);
+        return result;
       }
       case "version.delete": {
         const { version } = CommandPayloads["version.delete"].parse(p);
@@ -339,9 +362,11 @@ export class FakeHost {
       case "env.logs":
         env(CommandPayloads["env.logs"].parse(p).environment);
         return { stdout: "api listening on :8080\n", stderr: "" };
-      case "env.probe_egress":
-        env(CommandPayloads["env.probe_egress"].parse(p).environment);
-        return { ok: true, findings: [], duration_ms: 12 };
+      case "env.probe_egress": {
+        const { environment } = CommandPayloads["env.probe_egress"].parse(p);
+        env(environment);
+        return hostEnvironment(environment, "running").evidence.probe;
+      }
       case "env.exec":
       case "env.files.put":
       case "env.files.get":

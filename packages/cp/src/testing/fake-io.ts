@@ -20,11 +20,11 @@ export async function streamCommand(c: CommandFrame, io: FakeIo): Promise<unknow
     case "env.exec":
       return exec(c, io);
     case "env.files.put": {
-      const { stream, environment } = CommandPayloads["env.files.put"].parse(c.payload);
+      const { stream, environment, path } = CommandPayloads["env.files.put"].parse(c.payload);
       if (!io.holds(environment)) throw notFound(`environment ${environment}`);
       const error = await io.reader(stream).ended;
       if (error) throw Object.assign(new Error(`upload: ${error}`), { code: "interrupted" });
-      return { entries: 1, bytes: io.reader(stream).bytes };
+      return { path, entries: 1, bytes: io.reader(stream).bytes };
     }
     case "env.files.get": {
       const { stream, environment, path } = CommandPayloads["env.files.get"].parse(c.payload);
@@ -36,21 +36,29 @@ export async function streamCommand(c: CommandFrame, io: FakeIo): Promise<unknow
         await w.write("file", Buffer.alloc(Math.min(65536, io.fileBytes - off), off / 65536));
       }
       w.end();
-      return { bytes: io.fileBytes };
+      return { path, bytes: io.fileBytes };
     }
     case "env.connect": {
       // An echo server: tunnel bytes come back as they are.
-      const { stream } = CommandPayloads["env.connect"].parse(c.payload);
+      const { stream, service, port } = CommandPayloads["env.connect"].parse(c.payload);
       const r = io.reader(stream);
       const w = io.writer(stream);
       let chain = Promise.resolve();
+      let bytes = 0;
       r.onData = (_ch, data) => {
+        bytes += data.length;
         chain = chain.then(() => w.write("tunnel", data));
       };
       await r.ended;
       await chain;
       w.end();
-      return {};
+      return {
+        service,
+        port,
+        address: `10.213.4.3:${port}`,
+        bytes_to_service: bytes,
+        bytes_from_service: bytes,
+      };
     }
     default:
       throw new Error(`${c.kind} moves no stream`);

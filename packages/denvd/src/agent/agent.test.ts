@@ -91,6 +91,14 @@ describe("denvd's agent against a control plane", () => {
     ]);
     const source = mine.find((f) => f.type === "progress" && f.evidence?.source) as ProgressFrame;
     expect(source.evidence?.source).toMatchObject({ compressed: true, entries: 2 });
+    // Each phase ends with its evidence, the only evidence the control plane takes for it.
+    const ends = Object.fromEntries(
+      mine.flatMap((f) => (f.type === "progress" && f.ended ? [[f.ended, f.evidence]] : [])),
+    );
+    expect(Object.keys(ends)).toEqual(phases.map((p) => p.phase));
+    expect(ends.validate).toEqual({ services: ["main", "side"], agent: "main" });
+    expect(Object.keys(ends.start?.containers ?? {})).toEqual(["main", "side"]);
+    expect(ends.probe).toMatchObject({ ok: true, findings: [] });
     // What it created carries its id: one network, two containers, one volume.
     expect(await labelledWith(host.rt.host.docker, host.rt.host.hostId, deployId)).toEqual({
       containers: 2,
@@ -173,8 +181,16 @@ describe("denvd's agent against a control plane", () => {
     });
     expect(Object.keys(version.digests).sort()).toEqual(["main", "side"]);
     expect(version.timings.frozen_ms).toBeGreaterThanOrEqual(0);
-    const snapPhases = host.cp.of("progress", (snap as { id: string }).id).map((p) => p.phase);
+    const snapPhases = host.cp.of("progress", (snap as { id: string }).id).flatMap((p) => p.phase ?? []);
     expect(snapPhases).toEqual(["freeze", "capture layers", "capture volumes", "thaw", "record"]);
+    const snapEnds = host.cp
+      .of("progress", (snap as { id: string }).id)
+      .flatMap((p) => (p.ended ? [[p.ended, p.evidence] as const] : []));
+    expect(snapEnds.map(([p]) => p)).toEqual(snapPhases);
+    expect(Object.fromEntries(snapEnds)).toMatchObject({
+      freeze: { paused: ["main", "side"] },
+      record: { version: "stack@v7", method: version.method, timings: version.timings },
+    });
 
     const fork = await host.cp.result(host.cp.command("env.fork", { version: "stack@v7", name: "f1" }));
     expect(fork.result).toMatchObject({ id: "stack/f1", parent_version: "stack@v7", status: "running" });

@@ -10,12 +10,14 @@ import {
 } from "@denv/spec";
 import type { z } from "zod";
 import type { Runtime } from "../runtime/runtime.js";
+import { checkedResult } from "./checked-result.js";
 import { type AbortCode, abortCode, CommandAborted, type CommandContext } from "./command-context.js";
 import { errorText } from "./connection.js";
 import { handlerFor, INTERRUPTIBLE } from "./handlers.js";
 import { buildHello } from "./hello.js";
 import type { Journal, JournalEntry, Outcome } from "./journal.js";
 import type { Log } from "./log.js";
+import { phaseFrames } from "./phase-frames.js";
 import { RecentResults } from "./recent-results.js";
 import { type SendFrame, StreamRegistry } from "./streams.js";
 
@@ -246,8 +248,6 @@ export class Agent {
     payload: unknown,
     signal: AbortSignal,
   ): Promise<Outcome> {
-    const progress: CommandContext["progress"] = (u) =>
-      void this.send({ v: PROTOCOL_VERSION, type: "progress", id, ...u });
     const ctx: CommandContext = {
       id,
       runtime: this.o.runtime,
@@ -255,16 +255,12 @@ export class Agent {
       signal,
       tmpDir: this.o.tmpDir,
       log: this.o.log,
-      progress,
-      phases: (interruptible) => (phase, evidence) => {
-        progress({ phase, ...(evidence ? { evidence } : {}) });
-        if (interruptible && signal.aborted) throw new CommandAborted(abortCode(signal));
-      },
+      line: (text) => void this.send({ v: PROTOCOL_VERSION, type: "progress", id, line: text }),
+      phases: (interruptible) => phaseFrames(id, (f) => void this.send(f), signal, interruptible),
     };
     try {
       const handler = handlerFor(kind) as (p: unknown, c: CommandContext) => Promise<unknown>;
-      const result = await handler(payload, ctx);
-      return { ok: true, result: result ?? null };
+      return checkedResult(kind, await handler(payload, ctx));
     } catch (err) {
       return { ok: false, error: errorBody(err, INTERRUPTIBLE.has(kind) ? signal : undefined) };
     }

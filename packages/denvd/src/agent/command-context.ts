@@ -1,4 +1,4 @@
-import type { CommandKind, CommandPayloads } from "@denv/spec";
+import type { CommandKind, CommandPayloads, CommandResults } from "@denv/spec";
 import type { z } from "zod";
 import type { PhaseListener } from "../runtime/phase-listener.js";
 import type { Runtime } from "../runtime/runtime.js";
@@ -16,18 +16,23 @@ export interface CommandContext {
   /** Scratch space under the state dir (deploy sources). */
   tmpDir: string;
   log: Log;
-  /** Sends a progress frame: a phase that starts, with the evidence gathered so far. */
-  progress(update: { phase?: string; line?: string; evidence?: Record<string, unknown> }): void;
+  /** Sends a log line (a progress frame). */
+  line(text: string): void;
   /**
-   * A phase listener for runtime ops. `interruptible`: it throws once the signal is aborted,
-   * which stops the op at its next phase; only for ops whose every phase runs inside their
-   * rollback scope (deploy, fork), so what they created so far is removed.
+   * A phase listener that reports on progress frames (phase-frames.ts). `interruptible`: a phase
+   * that starts once the signal is aborted throws, which stops the op there; only for ops whose
+   * every phase runs inside their rollback scope (deploy, fork), so what they created is removed.
    */
   phases(interruptible: boolean): PhaseListener;
 }
 
-export type Payload<K extends CommandKind> = z.infer<(typeof CommandPayloads)[K]>;
-export type Handler<K extends CommandKind> = (payload: Payload<K>, ctx: CommandContext) => Promise<unknown>;
+export type Payload<K extends CommandKind> = z.output<(typeof CommandPayloads)[K]>;
+/** What a handler of kind K returns: spec's result schema of K, before its defaults. */
+export type HandlerResult<K extends CommandKind> = z.input<(typeof CommandResults)[K]>;
+export type Handler<K extends CommandKind> = (
+  payload: Payload<K>,
+  ctx: CommandContext,
+) => Promise<HandlerResult<K>>;
 
 /** Why a command's signal was aborted; becomes the result's error code. */
 export type AbortCode = "cancelled" | "timeout" | "interrupted";

@@ -1,6 +1,18 @@
 import { readFileSync } from "node:fs";
-import { CommandKind, CommandPayloads, ExecResponse, Frame, parseFrame, Version } from "@denv/spec";
+import {
+  CommandKind,
+  CommandPayloads,
+  CommandResults,
+  ExecResponse,
+  Frame,
+  HostPhaseName,
+  HostPhases,
+  PhaseEvidence,
+  parseFrame,
+  Version,
+} from "@denv/spec";
 import { describe, expect, it } from "vitest";
+import type { z } from "zod";
 import { USAGE } from "../commands/usage.js";
 
 /** docs/reference/denvd.md and protocol.md, checked against the code they describe. */
@@ -98,6 +110,12 @@ describe("docs/reference/protocol.md", () => {
       ) as Record<string, unknown>;
     expect(Version.safeParse(result("env.snapshot")).error).toBeUndefined();
     expect(ExecResponse.safeParse(result("env.exec")).error).toBeUndefined();
+    const results = all.filter((b) => b.h2 === "Commands" && b.label.startsWith("Result"));
+    expect(results.length).toBeGreaterThanOrEqual(10);
+    for (const b of results) {
+      const kind = names(b.h3)[0] as CommandKind;
+      expect(CommandResults[kind].safeParse(JSON.parse(b.text)).error, kind).toBeUndefined();
+    }
     expect(Object.keys(result("env.deploy"))).toEqual([
       "id",
       "project",
@@ -108,6 +126,28 @@ describe("docs/reference/protocol.md", () => {
       "network",
       "evidence",
     ]);
+  });
+
+  it("lists every phase a host reports, the kinds that report it and its evidence", () => {
+    const rows = new Map(
+      [...protocolDoc.matchAll(/^\| `([a-z ]+)` +\| (.+?) +\| (.+?) +\|$/gm)].map((m) => [
+        m[1] as string,
+        { kinds: names(m[2] as string), evidence: names(m[3] as string) },
+      ]),
+    );
+    const topKeys = (schema: z.ZodType): string[] => {
+      const def = schema._zod.def as { shape?: object; options?: z.ZodType[] };
+      return def.shape ? Object.keys(def.shape) : (def.options ?? []).flatMap(topKeys);
+    };
+    for (const phase of HostPhaseName.options) {
+      const row = rows.get(phase);
+      expect(row, phase).toBeDefined();
+      const reporting = CommandKind.options.filter((k) =>
+        (HostPhases[k] as readonly string[]).includes(phase),
+      );
+      expect(row?.kinds, phase).toEqual(reporting);
+      for (const key of topKeys(PhaseEvidence[phase])) expect(row?.evidence, phase).toContain(key);
+    }
   });
 
   it("quotes the journal's interrupted messages and the version refusal as the code says them", () => {

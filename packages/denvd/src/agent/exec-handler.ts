@@ -1,15 +1,18 @@
+import { isUtf8 } from "node:buffer";
 import { DenvError } from "@denv/spec";
-import type { ExecFlow } from "../exec-runner.js";
+import type { ExecFlow, RawExecResult } from "../exec-runner.js";
 import type { ExecOptions } from "../runtime/environment-exec.js";
 import {
   abortCode,
   CommandAborted,
   type CommandContext,
+  type HandlerResult,
   type Payload,
   throwIfAborted,
   unlessAborted,
 } from "./command-context.js";
-import { execResult } from "./wire.js";
+
+type ExecResult = HandlerResult<"env.exec">;
 
 /**
  * env.exec. Without `stream` the output comes back in the result (ExecResponse). With it,
@@ -17,7 +20,7 @@ import { execResult } from "./wire.js";
  * credit: when credit runs out the exec's output is no longer read from Docker, so the process
  * blocks on its writes and nothing piles up here. Streamed output is not kept (nor capped).
  */
-export async function execCommand(p: Payload<"env.exec">, ctx: CommandContext): Promise<unknown> {
+export async function execCommand(p: Payload<"env.exec">, ctx: CommandContext): Promise<ExecResult> {
   const req = p.exec;
   const base: ExecOptions = {
     ...(req.cmd ? { cmd: req.cmd } : {}),
@@ -92,5 +95,20 @@ export async function execCommand(p: Payload<"env.exec">, ctx: CommandContext): 
       stderr_bytes: outbound.sent.stderr,
       max_buffered_bytes: outbound.maxQueued,
     },
+  };
+}
+
+/** Output is UTF-8 text when both streams are valid UTF-8, else both are base64. */
+function execResult(raw: RawExecResult): ExecResult {
+  const text = isUtf8(raw.stdout) && isUtf8(raw.stderr);
+  const encoding = text ? "utf8" : "base64";
+  return {
+    exit_code: raw.exitCode,
+    stdout: raw.stdout.toString(encoding),
+    stderr: raw.stderr.toString(encoding),
+    encoding,
+    timed_out: raw.timedOut,
+    truncated: raw.truncated,
+    duration_ms: raw.durationMs,
   };
 }

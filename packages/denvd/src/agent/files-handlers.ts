@@ -1,5 +1,5 @@
 import { pipeline } from "node:stream/promises";
-import { type CommandContext, type Payload, throwIfAborted } from "./command-context.js";
+import { type CommandContext, type HandlerResult, type Payload, throwIfAborted } from "./command-context.js";
 
 /**
  * env.files.put / env.files.get: a tar archive over a data stream (channel `file`). Uploads go
@@ -7,7 +7,10 @@ import { type CommandContext, type Payload, throwIfAborted } from "./command-con
  * as the target user. A cancel stops the transfer by failing the stream.
  */
 
-export async function filesPut(p: Payload<"env.files.put">, ctx: CommandContext): Promise<unknown> {
+export async function filesPut(
+  p: Payload<"env.files.put">,
+  ctx: CommandContext,
+): Promise<HandlerResult<"env.files.put">> {
   const { inbound } = ctx.streams.open(p.stream);
   const onAbort = () => inbound.fail(`stream ${p.stream}: ${String(ctx.signal.reason)}`);
   ctx.signal.addEventListener("abort", onAbort, { once: true });
@@ -25,7 +28,10 @@ export async function filesPut(p: Payload<"env.files.put">, ctx: CommandContext)
   }
 }
 
-export async function filesGet(p: Payload<"env.files.get">, ctx: CommandContext): Promise<unknown> {
+export async function filesGet(
+  p: Payload<"env.files.get">,
+  ctx: CommandContext,
+): Promise<HandlerResult<"env.files.get">> {
   const archive = await ctx.runtime.getFiles(p.environment, p.path, {
     ...(p.service ? { service: p.service } : {}),
     ...(p.user ? { user: p.user } : {}),

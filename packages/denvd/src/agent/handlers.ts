@@ -1,20 +1,22 @@
 import { type CommandKind, DenvError, parseEnvRef, parseVersionRef } from "@denv/spec";
-import type { CommandContext, Handler, Payload } from "./command-context.js";
+import { egressProbe, hostVersion } from "../runtime/host-reports.js";
+import type { CommandContext, Handler, HandlerResult, Payload } from "./command-context.js";
 import { throwIfAborted } from "./command-context.js";
 import { execCommand } from "./exec-handler.js";
 import { filesGet, filesPut } from "./files-handlers.js";
 import { receiveSource } from "./source.js";
 import { tunnel } from "./tunnel.js";
-import { environmentResult, probeResult, versionResult } from "./wire.js";
 
 /**
- * One handler per command kind: payload (already validated) -> Runtime call -> result JSON.
+ * One handler per command kind: payload (already validated) -> Runtime call -> result, typed by
+ * spec's result schema of its kind (the agent checks it with that schema before sending it).
  * Handlers pass the command id as `command`, so that everything they create in Docker carries
  * it (ai.denv.command) and a crash can be reconciled from the labels.
  */
 
-async function deploy(p: Payload<"env.deploy">, ctx: CommandContext): Promise<unknown> {
-  ctx.progress({ phase: "resolve source" });
+async function deploy(p: Payload<"env.deploy">, ctx: CommandContext): Promise<HandlerResult<"env.deploy">> {
+  const phases = ctx.phases(true);
+  phases.start("resolve source");
   const { inbound } = ctx.streams.open(p.source_stream);
   const onAbort = () => inbound.fail(`stream ${p.source_stream}: ${String(ctx.signal.reason)}`);
   ctx.signal.addEventListener("abort", onAbort, { once: true });
@@ -30,11 +32,12 @@ async function deploy(p: Payload<"env.deploy">, ctx: CommandContext): Promise<un
   // The source is here: the deploy no longer depends on the connection.
   ctx.streams.close(p.source_stream);
   await using src = source;
-  ctx.progress({
-    line: `source: ${src.entries} entries, ${src.bytes} bytes${src.compressed ? " (gzip)" : ""}`,
-    evidence: { source: { entries: src.entries, bytes: src.bytes, compressed: src.compressed } },
+  phases.end("resolve source", {
+    source: { entries: src.entries, bytes: src.bytes, compressed: src.compressed },
   });
-  const info = await ctx.runtime.deploy({
+  ctx.line(`source: ${src.entries} entries, ${src.bytes} bytes${src.compressed ? " (gzip)" : ""}`);
+  // Awaited here: the source directory is removed when this function returns.
+  return await ctx.runtime.deploy({
     project: p.project,
     environment: p.environment,
     projectDir: src.dir,
@@ -43,19 +46,13 @@ async function deploy(p: Payload<"env.deploy">, ctx: CommandContext): Promise<un
     // must not leak into (or change) what gets deployed.
     env: {},
     command: ctx.id,
-    onPhase: ctx.phases(true),
+    onPhase: phases,
     kind: p.kind,
   });
-  return environmentResult(info);
 }
 
-async function fork(p: Payload<"env.fork">, ctx: CommandContext): Promise<unknown> {
-  const info = await ctx.runtime.fork(p.version, {
-    name: p.name,
-    command: ctx.id,
-    onPhase: ctx.phases(true),
-  });
-  return environmentResult(info);
+function fork(p: Payload<"env.fork">, ctx: CommandContext): Promise<HandlerResult<"env.fork">> {
+  return ctx.runtime.fork(p.version, { name: p.name, command: ctx.id, onPhase: ctx.phases(true) });
 }
 
 /**
@@ -64,7 +61,10 @@ async function fork(p: Payload<"env.fork">, ctx: CommandContext): Promise<unknow
  * name; the version is checked before anything is destroyed. If the fork then fails, the
  * environment is gone (the result says so) and the version is still there to fork again.
  */
-async function restore(p: Payload<"env.restore">, ctx: CommandContext): Promise<unknown> {
+async function restore(
+  p: Payload<"env.restore">,
+  ctx: CommandContext,
+): Promise<HandlerResult<"env.restore">> {
   const { project, environment } = parseEnvRef(p.environment);
   const version = await ctx.runtime.version(p.version);
   if (version.project !== project) {
@@ -76,15 +76,14 @@ async function restore(p: Payload<"env.restore">, ctx: CommandContext): Promise<
   throwIfAborted(ctx.signal);
   if (await ctx.runtime.host.records.getEnvironment(p.environment)) {
     await ctx.runtime.destroy(p.environment);
-    ctx.progress({ line: `destroyed ${p.environment}; forking ${p.version} in its place` });
+    ctx.line(`destroyed ${p.environment}; forking ${p.version} in its place`);
   }
   try {
-    const info = await ctx.runtime.fork(p.version, {
+    return await ctx.runtime.fork(p.version, {
       name: environment,
       command: ctx.id,
       onPhase: ctx.phases(true),
     });
-    return environmentResult(info);
   } catch (err) {
     const e = err instanceof DenvError ? err : new DenvError("internal", (err as Error).message);
     throw new DenvError(
@@ -95,7 +94,10 @@ async function restore(p: Payload<"env.restore">, ctx: CommandContext): Promise<
   }
 }
 
-async function snapshot(p: Payload<"env.snapshot">, ctx: CommandContext): Promise<unknown> {
+async function snapshot(
+  p: Payload<"env.snapshot">,
+  ctx: CommandContext,
+): Promise<HandlerResult<"env.snapshot">> {
   // Not interruptible: the environment is frozen in the middle, and thawing is the snapshot's
   // own last step.
   const info = await ctx.runtime.snapshot(p.environment, {
@@ -103,7 +105,7 @@ async function snapshot(p: Payload<"env.snapshot">, ctx: CommandContext): Promis
     onPhase: ctx.phases(false),
     ...(p.number !== undefined ? { number: p.number } : {}),
   });
-  return versionResult(info, ctx.runtime.host.hostId);
+  return hostVersion(info, ctx.runtime.host.hostId);
 }
 
 const handlerTable: { [K in CommandKind]: Handler<K> } = {
@@ -114,31 +116,28 @@ const handlerTable: { [K in CommandKind]: Handler<K> } = {
   "env.snapshot": snapshot,
   "env.fork": fork,
   "env.restore": restore,
-  "env.stop": async (p, ctx) => environmentResult(await ctx.runtime.stop(p.environment)),
-  "env.start": async (p, ctx) => environmentResult(await ctx.runtime.start(p.environment)),
+  "env.stop": (p, ctx) => ctx.runtime.stop(p.environment, { onPhase: ctx.phases(false) }),
+  "env.start": (p, ctx) => ctx.runtime.start(p.environment, { onPhase: ctx.phases(false) }),
   "env.destroy": async (p, ctx) => {
-    await ctx.runtime.destroy(p.environment);
+    await ctx.runtime.destroy(p.environment, { onPhase: ctx.phases(false) });
     return { environment: p.environment, destroyed: true };
   },
-  "env.probe_egress": async (p, ctx) => probeResult(await ctx.runtime.probeEgress(p.environment)),
-  "env.verify": async (p, ctx) => {
-    const result = await ctx.runtime.verify(p.environment, {
+  "env.probe_egress": async (p, ctx) => egressProbe(await ctx.runtime.probeEgress(p.environment)),
+  // The episode's snapshot comes with the grade: a version like any other, the cp records it.
+  "env.verify": (p, ctx) =>
+    ctx.runtime.verify(p.environment, {
       command: ctx.id,
       onPhase: ctx.phases(false),
       ...(p.number !== undefined ? { number: p.number } : {}),
-    });
-    // The episode's snapshot is a version like any other: the cp records it from here.
-    const snapshot = versionResult(await ctx.runtime.version(result.version), ctx.runtime.host.hostId);
-    return { ...result, snapshot };
-  },
-  "env.logs": async (p, ctx) => ctx.runtime.logs(p.environment, p.service, p.tail),
+    }),
+  "env.logs": (p, ctx) => ctx.runtime.logs(p.environment, p.service, p.tail),
   "env.connect": tunnel,
   "version.delete": async (p, ctx) => {
     parseVersionRef(p.version);
     await ctx.runtime.deleteVersion(p.version);
     return { version: p.version, deleted: true };
   },
-  "host.gc": async (_p, ctx) => ctx.runtime.gc(),
+  "host.gc": (_p, ctx) => ctx.runtime.gc(),
 };
 
 export function handlerFor<K extends CommandKind>(kind: K): Handler<K> {

@@ -35,7 +35,7 @@ export async function buildHello(o: {
     environments: held.environments.map((e) => ({
       id: e.id,
       status: e.status,
-      ...(e.parentVersion ? { parent_version: e.parentVersion } : {}),
+      ...(e.parent_version ? { parent_version: e.parent_version } : {}),
     })),
     versions: held.versions.map((v) => v.id),
     unfinished: await o.journal.unfinished(),

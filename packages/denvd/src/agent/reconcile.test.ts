@@ -59,7 +59,7 @@ describe("reconciling commands a crash interrupted", () => {
   it("a fork whose services are not all up is removed and reported interrupted", async () => {
     await rt.snapshot(env, { command: "cmd-v1" });
     const fork = await rt.fork("rec@v1", { name: "f1", command: "cmd-fork" });
-    await rt.host.docker.containers.stop(fork.services[0]?.containerId ?? "", 1);
+    await rt.host.docker.containers.stop(fork.services[0]?.container_id ?? "", 1);
     await started("cmd-fork", "env.fork", { version: "rec@v1", name: "f1" });
     const entry = await settle("cmd-fork");
     expect(entry?.outcome).toEqual({
@@ -86,7 +86,7 @@ describe("reconciling commands a crash interrupted", () => {
   });
 
   it("a snapshot caught frozen thaws the environment and is reported interrupted", async () => {
-    const id = (await rt.environment(env)).services[0]?.containerId ?? "";
+    const id = (await rt.environment(env)).services[0]?.container_id ?? "";
     await rt.host.docker.containers.pause(id);
     await started("cmd-v2", "env.snapshot", { environment: env });
     const entry = await settle("cmd-v2");

@@ -1,12 +1,12 @@
 import { Labels } from "@denv/spec";
 import { removeRejectRule } from "../host/firewall.js";
 import type { EnvironmentRecord } from "../records.js";
-import { environmentInfo } from "../runtime/environment-info.js";
+import { hostEnvironment, hostVersion } from "../runtime/host-reports.js";
 import type { Runtime } from "../runtime/runtime.js";
+import { checkedResult } from "./checked-result.js";
 import { errorText } from "./connection.js";
 import type { Journal, JournalEntry, Outcome } from "./journal.js";
 import type { Log } from "./log.js";
-import { environmentResult, versionResult } from "./wire.js";
 
 /**
  * After a crash, commands the journal holds as `started` are settled before the socket opens,
@@ -50,7 +50,7 @@ async function settle(rt: Runtime, entry: JournalEntry): Promise<Outcome> {
       const made = await environmentsOf(rt, entry.id);
       const rec = made[0];
       if (made.length === 1 && rec && (await allRunning(rt, rec))) {
-        return { ok: true, result: environmentResult(environmentInfo(rec)) };
+        return checkedResult(entry.kind, hostEnvironment(rec));
       }
       await rollBack(rt, entry.id, made);
       return interrupted(ROLLED_BACK);
@@ -59,7 +59,7 @@ async function settle(rt: Runtime, entry: JournalEntry): Promise<Outcome> {
       // A crash between freeze and thaw leaves the services paused.
       if (environment) await thaw(rt, environment);
       const version = await versionOf(rt, entry.id);
-      if (version) return { ok: true, result: versionResult(version, rt.host.hostId) };
+      if (version) return checkedResult(entry.kind, hostVersion(version, rt.host.hostId));
       await rollBack(rt, entry.id, []);
       return interrupted(ROLLED_BACK);
     }

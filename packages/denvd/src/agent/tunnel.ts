@@ -4,6 +4,7 @@ import { requireEnvironment } from "../runtime/host-context.js";
 import {
   abortCode,
   type CommandContext,
+  type HandlerResult,
   type Payload,
   throwIfAborted,
   unlessAborted,
@@ -16,9 +17,15 @@ const CONNECT_TIMEOUT_MS = 10_000;
  * from the host to the service's address on the environment's network (the host firewall
  * accepts the replies to connections the host opened, and rejects anything the environment
  * starts). Bytes flow both ways under the stream's credit; each side's `end` half-closes. The
- * result comes when the connection is closed.
+ * result comes when the connection is closed. Phases: `connect` (ends with the address), then
+ * `connected` (ends with the byte counts when the connection closes).
  */
-export async function tunnel(p: Payload<"env.connect">, ctx: CommandContext): Promise<unknown> {
+export async function tunnel(
+  p: Payload<"env.connect">,
+  ctx: CommandContext,
+): Promise<HandlerResult<"env.connect">> {
+  const phases = ctx.phases(false);
+  phases.start("connect");
   const rec = await requireEnvironment(ctx.runtime.host, p.environment);
   const containerId = rec.containers[p.service];
   if (!containerId) {
@@ -43,7 +50,7 @@ export async function tunnel(p: Payload<"env.connect">, ctx: CommandContext): Pr
       `cannot connect to ${p.service}:${p.port} in ${p.environment} (${address}): ${err.message}`,
     );
   });
-  ctx.progress({ phase: "connected", evidence: { address } });
+  phases.end("connect", { address }, "connected");
 
   const { inbound, outbound } = ctx.streams.open(p.stream);
   let error: string | undefined;
@@ -66,14 +73,9 @@ export async function tunnel(p: Payload<"env.connect">, ctx: CommandContext): Pr
   }
   if (error !== undefined) outbound.abort(error);
   else await unlessAborted(outbound.end(), ctx.signal);
-  return {
-    service: p.service,
-    port: p.port,
-    address,
-    bytes_to_service: inbound.bytes,
-    bytes_from_service: outbound.sent.tunnel,
-    ...(error !== undefined ? { error } : {}),
-  };
+  const bytes = { bytes_to_service: inbound.bytes, bytes_from_service: outbound.sent.tunnel };
+  phases.end("connected", bytes);
+  return { service: p.service, port: p.port, address, ...bytes, ...(error !== undefined ? { error } : {}) };
 }
 
 function open(host: string, port: number, signal: AbortSignal): Promise<Socket> {

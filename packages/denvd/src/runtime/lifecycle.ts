@@ -5,18 +5,27 @@ import { probeEgress } from "../probe.js";
 import type { EnvironmentRecord, VersionRecord } from "../records.js";
 import { captureBaseline } from "./agent-processes.js";
 import type { HostContext } from "./host-context.js";
+import { egressProbe } from "./host-reports.js";
+import type { PhaseListener } from "./phase-listener.js";
 import { startServices } from "./start-services.js";
 import { waitHealthy } from "./wait-healthy.js";
 
 /** Stop, start and removal of environments and versions. The caller holds the environment's lock. */
 
-export async function stopEnvironment(ctx: HostContext, rec: EnvironmentRecord): Promise<void> {
-  for (const svc of [...rec.plan.services].reverse()) {
+export async function stopEnvironment(
+  ctx: HostContext,
+  rec: EnvironmentRecord,
+  phase: PhaseListener,
+): Promise<void> {
+  phase.start("stop");
+  const order = [...rec.plan.services].reverse();
+  for (const svc of order) {
     const grace = Math.ceil((svc.stopGracePeriodMs ?? 10_000) / 1000);
     await ctx.docker.containers.stop(rec.containers[svc.name] as string, grace);
   }
   rec.status = "stopped";
   await ctx.records.putEnvironment(rec);
+  phase.end("stop", { stopped: order.map((s) => s.name) });
 }
 
 /**
@@ -24,17 +33,26 @@ export async function stopEnvironment(ctx: HostContext, rec: EnvironmentRecord):
  * counts as running. The baseline (protection 2) is taken only of the services started here: a
  * service that kept running keeps its baseline, so nothing the agent started becomes part of it.
  */
-export async function startEnvironment(ctx: HostContext, rec: EnvironmentRecord): Promise<void> {
+export async function startEnvironment(
+  ctx: HostContext,
+  rec: EnvironmentRecord,
+  phase: PhaseListener,
+): Promise<void> {
+  phase.start("start");
   const wasRunning = new Set<string>();
   for (const [svc, id] of Object.entries(rec.containers)) {
     if ((await ctx.docker.containers.inspect(id))?.running) wasRunning.add(svc);
   }
   await startServices(ctx, rec);
+  phase.end("start", { containers: rec.containers });
+  phase.start("health");
   await waitHealthy(ctx, rec, rec.plan.services);
+  phase.end("health", { services: rec.plan.services.map((s) => s.name) });
   const fresh = await captureBaseline(ctx.docker, rec);
   for (const [svc, list] of Object.entries(fresh)) if (!wasRunning.has(svc)) rec.baseline[svc] = list;
   if (rec.plan.egress === "deny") {
-    const probe = await probeEgress(ctx.docker, ctx.canary, rec);
+    phase.start("probe");
+    const probe = egressProbe(await probeEgress(ctx.docker, ctx.canary, rec));
     if (!probe.ok) {
       for (const id of Object.values(rec.containers)) await ctx.docker.containers.stop(id, 1);
       rec.status = "stopped";
@@ -46,13 +64,19 @@ export async function startEnvironment(ctx: HostContext, rec: EnvironmentRecord)
       );
     }
     rec.evidence = { ...rec.evidence, probe };
+    phase.end("probe", probe);
   }
   rec.status = "running";
   await ctx.records.putEnvironment(rec);
 }
 
 /** Removes the environment's containers, network, firewall rule and volumes. Versions stay. */
-export async function removeEnvironment(ctx: HostContext, rec: EnvironmentRecord): Promise<void> {
+export async function removeEnvironment(
+  ctx: HostContext,
+  rec: EnvironmentRecord,
+  phase: PhaseListener,
+): Promise<void> {
+  phase.start("destroy");
   await Promise.all(Object.values(rec.containers).map((id) => ctx.docker.containers.remove(id)));
   await removeRejectRule(rec.network.id);
   await ctx.docker.networks.remove(rec.network.id);
@@ -61,6 +85,7 @@ export async function removeEnvironment(ctx: HostContext, rec: EnvironmentRecord
     await ctx.store.removeLive(v.store);
   }
   await ctx.records.deleteEnvironment(rec.id);
+  phase.end("destroy", { services: Object.keys(rec.containers), volumes: Object.keys(rec.volumes) });
 }
 
 /** Removes a version: its committed images, volume snapshots and tests archive (when unshared). */

@@ -1,13 +1,14 @@
 import { randomBytes } from "node:crypto";
-import { DenvError, Protection } from "@denv/spec";
+import { DenvError, type EgressProbe, type EnvironmentEvidence, Protection } from "@denv/spec";
 import { containerSpec, isProtected } from "../container-spec.js";
 import type { NetworkInfo } from "../docker/docker-client.js";
 import { rejectToHost, removeRejectRule } from "../host/firewall.js";
-import { type ProbeResult, probeEgress } from "../probe.js";
+import { probeEgress } from "../probe.js";
 import type { EnvironmentRecord, VersionRecord } from "../records.js";
 import { captureBaseline } from "./agent-processes.js";
 import { decideDiskCaps } from "./disk-caps.js";
 import type { HostContext } from "./host-context.js";
+import { egressProbe } from "./host-reports.js";
 import { ownWorkdir } from "./own-workdir.js";
 import type { PhaseListener } from "./phase-listener.js";
 import { resolvesToRoot } from "./principals.js";
@@ -25,7 +26,8 @@ export type EnvironmentBase = Pick<
 /**
  * Network, volumes, containers in dependency order, health, protections, probe. Used by deploy
  * (fresh volumes) and fork (volumes cloned from `from`). Whatever it creates is pushed on `undo`,
- * which the caller runs on failure.
+ * which the caller runs on failure. A deploy creates everything in its `place` phase; a fork
+ * creates its network there and restores its volumes and containers in `restore`.
  */
 export async function materialize(
   ctx: HostContext,
@@ -35,7 +37,7 @@ export async function materialize(
   phase: PhaseListener,
 ): Promise<EnvironmentRecord> {
   const { plan, command } = base;
-  phase("place", { host: ctx.hostId });
+  phase.start("place");
   const t0 = Date.now();
   const envRef = { project: base.project, id: base.id };
   const egressDenied = plan.egress === "deny";
@@ -48,7 +50,7 @@ export async function materialize(
     undo.push(`firewall rule of ${network.name}`, () => removeRejectRule(network.id));
   }
 
-  if (from) phase("restore", { version: from.id, method: ctx.store.method });
+  if (from) phase.end("place", { host: ctx.hostId }, "restore");
   const volumes: EnvironmentRecord["volumes"] = {};
   const volumeNames: Record<string, string> = {};
   for (const vol of plan.volumes) {
@@ -106,20 +108,24 @@ export async function materialize(
     if (!from) await ownWorkdir(ctx.docker, rec);
   }
   const tCreated = Date.now();
+  if (from) phase.end("restore", { version: from.id, method: ctx.store.method });
+  else phase.end("place", { host: ctx.hostId });
 
-  phase("start");
+  phase.start("start");
   await startServices(ctx, rec);
   const tStarted = Date.now();
-  phase("health");
+  phase.end("start", { containers: rec.containers });
+  phase.start("health");
   await waitHealthy(ctx, rec, plan.services);
   const tHealthy = Date.now();
+  phase.end("health", { services: plan.services.map((s) => s.name) });
   rec.baseline = await captureBaseline(ctx.docker, rec);
 
   await ctx.settings.beforeProbe?.(rec);
-  let probe: ProbeResult | undefined;
+  let probe: EgressProbe | undefined;
   if (egressDenied) {
-    phase("probe");
-    probe = await probeEgress(ctx.docker, ctx.canary, rec);
+    phase.start("probe");
+    probe = egressProbe(await probeEgress(ctx.docker, ctx.canary, rec));
     if (!probe.ok) {
       throw new DenvError(
         "egress_leak",
@@ -127,22 +133,24 @@ export async function materialize(
         probe.findings,
       );
     }
+    phase.end("probe", probe);
   }
-  rec.evidence = {
+  const evidence: EnvironmentEvidence = {
     placement: { host: ctx.hostId, reason: "the host this runtime drives" },
     network: { name: network.name, subnet: network.subnet, internal: egressDenied },
     volumes: { method: ctx.store.method, from: from?.id ?? null },
     images: Object.fromEntries(Object.entries(base.images).map(([k, v]) => [k, v.imageId])),
     timings: {
-      createMs: tCreated - t0,
-      startMs: tStarted - tCreated,
-      healthMs: tHealthy - tStarted,
-      probeMs: probe?.durationMs ?? 0,
-      totalMs: Date.now() - t0,
+      create_ms: tCreated - t0,
+      start_ms: tStarted - tCreated,
+      health_ms: tHealthy - tStarted,
+      probe_ms: probe?.duration_ms ?? 0,
+      total_ms: Date.now() - t0,
     },
     probe: probe ?? { skipped: "egress allowed (service project)" },
     disk: disk.evidence,
   };
+  rec.evidence = evidence;
   await ctx.records.putEnvironment(rec);
   undo.push(`record ${rec.id}`, () => ctx.records.deleteEnvironment(rec.id));
   ctx.log(`${rec.id} ready in ${Date.now() - t0} ms`);

@@ -2,7 +2,15 @@ import { randomBytes } from "node:crypto";
 import { rm } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import type { Readable } from "node:stream";
-import { checkName, DenvError, HostRefusals, type Plan, type ProjectKind } from "@denv/spec";
+import {
+  checkName,
+  DenvError,
+  type HostEnvironment,
+  HostRefusals,
+  type HostVerifyResult,
+  type Plan,
+  type ProjectKind,
+} from "@denv/spec";
 import { buildImages } from "../build/build-images.js";
 import type { RawExecResult } from "../exec-runner.js";
 import { type ProbeResult, probeEgress } from "../probe.js";
@@ -13,7 +21,6 @@ import { decideDiskCaps } from "./disk-caps.js";
 import { tarDirectory } from "./ensure-image.js";
 import { type ExecOptions, execInEnvironment } from "./environment-exec.js";
 import { type FilesTarget, getFiles, putFiles, readFile, writeFile } from "./environment-files.js";
-import { type EnvironmentInfo, environmentInfo, type VersionInfo, versionInfo } from "./environment-info.js";
 import {
   type HostContext,
   openHostContext,
@@ -21,18 +28,14 @@ import {
   requireEnvironment,
   requireVersion,
 } from "./host-context.js";
+import { hostEnvironment, type VersionInfo, versionInfo } from "./host-reports.js";
 import { deleteVersion, removeEnvironment, startEnvironment, stopEnvironment } from "./lifecycle.js";
 import { materialize } from "./materialize.js";
 import { noPhases, type PhaseListener } from "./phase-listener.js";
 import { watchRestarts } from "./restart-watch.js";
 import { snapshotEnvironment } from "./snapshot-environment.js";
 import { undoable } from "./undo.js";
-import {
-  type EpisodePort,
-  type VerifyOptions,
-  type VerifyResult,
-  verifyEnvironment,
-} from "./verify-environment.js";
+import { type EpisodePort, type VerifyOptions, verifyEnvironment } from "./verify-environment.js";
 
 export interface DeployRequest {
   project: string;
@@ -90,7 +93,7 @@ export class Runtime {
   // ---------------------------------------------------------------- deploy and fork
 
   /** Builds the project's images, then stands a fresh environment up (PROJECT/ENV, alpha by default). */
-  async deploy(req: DeployRequest): Promise<EnvironmentInfo> {
+  async deploy(req: DeployRequest): Promise<HostEnvironment> {
     const ctx = this.host;
     const project = checkName("project", req.project);
     const name = checkName("environment", req.environment ?? "alpha");
@@ -98,7 +101,7 @@ export class Runtime {
     const command = req.command ?? `deploy-${newId()}`;
     const projectDir = resolve(req.projectDir);
     const phase = req.onPhase ?? noPhases;
-    phase("validate");
+    phase.start("validate");
     const plan =
       req.plan ??
       loadPlan(projectDir, { projectName: project, composeFile: req.composeFile, env: req.env }).plan;
@@ -107,6 +110,7 @@ export class Runtime {
     }
     // Caps the host cannot enforce are refused before anything is built.
     await decideDiskCaps(ctx, plan);
+    phase.end("validate", { services: plan.services.map((s) => s.name), agent: plan.agent.service });
     return ctx.locks.with(id, async () => {
       if (await ctx.records.getEnvironment(id)) {
         throw new DenvError(
@@ -115,7 +119,7 @@ export class Runtime {
         );
       }
       return undoable(ctx.log, async (undo) => {
-        phase("build");
+        phase.start("build");
         const { images, verifierImage, evidence } = await buildImages(
           ctx,
           project,
@@ -123,6 +127,8 @@ export class Runtime {
           projectDir,
           command,
         );
+        const digests = Object.fromEntries(Object.entries(images).map(([svc, img]) => [svc, img.imageId]));
+        phase.end("build", { digests, ...(evidence ? { builds: evidence } : {}) });
         let testsTar: string | undefined;
         if (plan.verifier?.tests) {
           const file = join(ctx.stateDir, "tests", `${project}-${newId()}.tar`);
@@ -136,7 +142,7 @@ export class Runtime {
           rec.evidence = { ...rec.evidence, build: evidence };
           await ctx.records.putEnvironment(rec);
         }
-        return environmentInfo(rec);
+        return hostEnvironment(rec);
       });
     });
   }
@@ -145,7 +151,7 @@ export class Runtime {
   async fork(
     versionId: string,
     opts: { name?: string; command?: string; onPhase?: PhaseListener } = {},
-  ): Promise<EnvironmentInfo> {
+  ): Promise<HostEnvironment> {
     const ctx = this.host;
     const version = await requireVersion(ctx, versionId);
     const name = checkName("environment", opts.name ?? `fork-${newId()}`);
@@ -166,7 +172,7 @@ export class Runtime {
         testsTar: version.testsTar,
       };
       return undoable(ctx.log, async (undo) =>
-        environmentInfo(await materialize(ctx, base, version, undo, opts.onPhase ?? noPhases)),
+        hostEnvironment(await materialize(ctx, base, version, undo, opts.onPhase ?? noPhases)),
       );
     });
   }
@@ -211,7 +217,7 @@ export class Runtime {
   }
 
   /** Stops the agent, snapshots, forks, runs the verifier on the fork and returns its reward. */
-  verify(envId: string, opts: VerifyOptions = {}): Promise<VerifyResult> {
+  verify(envId: string, opts: VerifyOptions = {}): Promise<HostVerifyResult> {
     return verifyEnvironment(this.host, this.episode, envId, opts);
   }
 
@@ -230,23 +236,23 @@ export class Runtime {
 
   // ---------------------------------------------------------------- lifecycle
 
-  stop(envId: string): Promise<EnvironmentInfo> {
+  stop(envId: string, opts: { onPhase?: PhaseListener } = {}): Promise<HostEnvironment> {
     return this.locked(envId, async (rec) => {
-      await stopEnvironment(this.host, rec);
-      return environmentInfo(rec);
+      await stopEnvironment(this.host, rec, opts.onPhase ?? noPhases);
+      return hostEnvironment(rec);
     });
   }
 
-  start(envId: string): Promise<EnvironmentInfo> {
+  start(envId: string, opts: { onPhase?: PhaseListener } = {}): Promise<HostEnvironment> {
     return this.locked(envId, async (rec) => {
-      await startEnvironment(this.host, rec);
-      return environmentInfo(rec);
+      await startEnvironment(this.host, rec, opts.onPhase ?? noPhases);
+      return hostEnvironment(rec);
     });
   }
 
   /** Removes the environment's containers, network, firewall rule and volumes. Versions stay. */
-  destroy(envId: string): Promise<void> {
-    return this.locked(envId, (rec) => removeEnvironment(this.host, rec));
+  destroy(envId: string, opts: { onPhase?: PhaseListener } = {}): Promise<void> {
+    return this.locked(envId, (rec) => removeEnvironment(this.host, rec, opts.onPhase ?? noPhases));
   }
 
   /** Removes a version: its committed images, volume snapshots and tests archive (when unshared). */
@@ -269,11 +275,11 @@ export class Runtime {
 
   // ---------------------------------------------------------------- what the host holds
 
-  async list(): Promise<{ environments: EnvironmentInfo[]; versions: VersionInfo[] }> {
+  async list(): Promise<{ environments: HostEnvironment[]; versions: VersionInfo[] }> {
     const envs = await this.host.records.environments();
     const versions = await this.host.records.versions();
     return {
-      environments: envs.map(environmentInfo),
+      environments: envs.map(hostEnvironment),
       versions: versions.sort((a, b) => a.number - b.number).map(versionInfo),
     };
   }
@@ -282,8 +288,8 @@ export class Runtime {
     return (await this.host.records.getEnvironment(envId)) !== undefined;
   }
 
-  async environment(envId: string): Promise<EnvironmentInfo> {
-    return environmentInfo(await requireEnvironment(this.host, envId));
+  async environment(envId: string): Promise<HostEnvironment> {
+    return hostEnvironment(await requireEnvironment(this.host, envId));
   }
 
   async version(versionId: string): Promise<VersionInfo> {

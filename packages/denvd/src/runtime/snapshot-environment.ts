@@ -1,8 +1,8 @@
 import { randomBytes } from "node:crypto";
 import { DenvError, versionImageLabels } from "@denv/spec";
 import type { ImageRecord, VersionRecord } from "../records.js";
-import { type VersionInfo, versionInfo } from "./environment-info.js";
 import { type HostContext, requireEnvironment } from "./host-context.js";
+import { type VersionInfo, versionInfo } from "./host-reports.js";
 import { noPhases, type PhaseListener } from "./phase-listener.js";
 
 /**
@@ -47,12 +47,13 @@ export async function snapshotEnvironment(
     let tFrozen = 0;
     let tCommitted = 0;
     let tThawed = 0;
-    phase("freeze");
+    phase.start("freeze");
     // The window opens with the first pause, not when the last one returns.
     tFrozen = Date.now();
     await Promise.all(running.map((s) => ctx.docker.containers.pause(s.cid)));
+    phase.end("freeze", { paused: running.map((s) => s.svc) });
     try {
-      phase("capture layers");
+      phase.start("capture layers");
       const repoOf = (svc: string) => `denv-version/${ctx.hostId}-${env.project}-${svc}`;
       await Promise.all(
         states.map(async ({ svc, cid }) => {
@@ -71,7 +72,8 @@ export async function snapshotEnvironment(
         }),
       );
       tCommitted = Date.now();
-      phase("capture volumes");
+      phase.end("capture layers", { committed: states.map((s) => s.svc) });
+      phase.start("capture volumes");
       await Promise.all(
         snapVolumes.map(async (v) => {
           const snapId = `${env.project}-v${number}-${v}-${randomBytes(3).toString("hex")}`;
@@ -79,17 +81,19 @@ export async function snapshotEnvironment(
           snapIds[v] = snapId;
         }),
       );
+      phase.end("capture volumes", { volumes: snapVolumes });
     } catch (err) {
       for (const img of Object.values(images)) await ctx.docker.images.remove(img.image);
       for (const snap of Object.values(snapIds)) await ctx.store.removeSnapshot(snap);
       throw err;
     } finally {
-      phase("thaw");
+      phase.start("thaw");
       await Promise.all(running.map((s) => ctx.docker.containers.unpause(s.cid).catch(() => undefined)));
       tThawed = Date.now();
+      phase.end("thaw", { frozen_ms: tThawed - tFrozen });
     }
 
-    phase("record");
+    phase.start("record");
     // Squash outside the frozen window: long fork-of-fork chains would hit overlay2's layer limit.
     let layerBytes = 0;
     for (const [svc, img] of Object.entries(images)) {
@@ -137,6 +141,20 @@ export async function snapshotEnvironment(
     };
     await ctx.records.putVersion(rec);
     ctx.log(`${id}: snapshot of ${env.id} (${rec.method}, frozen ${rec.timings.frozenMs} ms)`);
+    const t = rec.timings;
+    phase.end("record", {
+      version: id,
+      method: rec.method,
+      sizes: { layer_bytes: layerBytes, volume_bytes: volumeBytes },
+      timings: {
+        flush_ms: t.flushMs,
+        frozen_ms: t.frozenMs,
+        commit_ms: t.commitMs,
+        volumes_ms: t.volumesMs,
+        squash_ms: t.squashMs,
+        total_ms: t.totalMs,
+      },
+    });
     return versionInfo(rec);
   });
 }

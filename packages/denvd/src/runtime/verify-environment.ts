@@ -1,15 +1,15 @@
 import { randomBytes } from "node:crypto";
 import { createReadStream } from "node:fs";
-import { DenvError, type VerifierPlan } from "@denv/spec";
+import { DenvError, type HostEnvironment, type HostVerifyResult, type VerifierPlan } from "@denv/spec";
 import { verifierContainerSpec } from "../container-spec.js";
 import { packEntries } from "../files/tar-pack.js";
 import type { EnvironmentRecord, ImageRecord } from "../records.js";
-import type { EnvironmentInfo, VersionInfo } from "./environment-info.js";
 import type { HostContext } from "./host-context.js";
+import { hostVersion, type VersionInfo } from "./host-reports.js";
 import { noPhases, type PhaseListener } from "./phase-listener.js";
 import { resolveIds } from "./principals.js";
 import { REWARD_DIR, readReward } from "./reward.js";
-import { collectSubmission, SUBMISSION_DIR, type Submission, type SubmissionEntry } from "./submission.js";
+import { collectSubmission, SUBMISSION_DIR, type Submission } from "./submission.js";
 
 /**
  * Protection 2: grading as a separate principal, after the agent stops, on a fork. The
@@ -25,37 +25,8 @@ export interface EpisodePort {
   environment(envId: string): Promise<EnvironmentRecord>;
   stopAgent(envId: string): Promise<{ killed: number; survivors: number }>;
   snapshot(envId: string, opts: { command: string; number?: number | undefined }): Promise<VersionInfo>;
-  fork(versionId: string, opts: { name: string; command: string }): Promise<EnvironmentInfo>;
+  fork(versionId: string, opts: { name: string; command: string }): Promise<HostEnvironment>;
   destroy(envId: string): Promise<void>;
-}
-
-export interface VerifierEvidence {
-  containerId: string;
-  image: string;
-  user: string;
-  exitCode: number | null;
-  timedOut: boolean;
-  durationMs: number;
-}
-
-export interface VerifyResult {
-  /** graded: the verifier wrote a reward; refused: a submission path held a special file
-   * (reward 0); failed: the verifier wrote no reward or timed out (reward 0). */
-  status: "graded" | "refused" | "failed";
-  reward: number;
-  rewards: Record<string, number>;
-  message?: string;
-  log: string;
-  version: string;
-  fork: string;
-  evidence: {
-    agent: { killed: number; survivors: number };
-    snapshot: { version: string; frozenMs: number; totalMs: number; method: string };
-    fork: { environment: string; probe: unknown };
-    submission: SubmissionEntry[];
-    verifier: VerifierEvidence;
-    timings: Record<string, number>;
-  };
 }
 
 export interface VerifyOptions {
@@ -65,12 +36,17 @@ export interface VerifyOptions {
   number?: number;
 }
 
+/**
+ * The grade: graded (the verifier wrote a reward), refused (a submission path held a special
+ * file; reward 0) or failed (the verifier wrote no reward or timed out; reward 0), with its
+ * evidence and the episode's snapshot, a version the control plane records like any other.
+ */
 export async function verifyEnvironment(
   ctx: HostContext,
   episode: EpisodePort,
   envId: string,
   opts: VerifyOptions = {},
-): Promise<VerifyResult> {
+): Promise<HostVerifyResult> {
   const phase = opts.onPhase ?? noPhases;
   const rec = await episode.environment(envId);
   const vplan = rec.plan.verifier;
@@ -83,32 +59,31 @@ export async function verifyEnvironment(
   }
   const command = opts.command ?? `verify-${randomBytes(4).toString("hex")}`;
   const t0 = Date.now();
-  phase("stop agent");
+  phase.start("stop agent");
   const agent = await episode.stopAgent(envId);
   const tStopped = Date.now();
-  phase("snapshot", { agent });
+  phase.end("stop agent", agent, "snapshot");
   const version = await episode.snapshot(envId, { command, number: opts.number });
-  phase("fork", { version: version.id });
+  const snapshot = {
+    version: version.id,
+    method: version.method,
+    frozen_ms: version.timings.frozenMs,
+    total_ms: version.timings.totalMs,
+  };
+  phase.end("snapshot", snapshot, "fork");
   const tSnap = Date.now();
   const fork = await episode.fork(version.id, { name: `verify-${randomBytes(3).toString("hex")}`, command });
   const tForked = Date.now();
-  phase("probe", { fork: fork.id, probe: fork.evidence.probe });
+  phase.end("fork", { environment: fork.id }, "probe");
+  // The fork was probed as it came up; this phase reports that probe.
+  phase.end("probe", fork.evidence.probe);
   // What every outcome reports: the agent stopped, the episode's snapshot, the fork it ran on.
-  const episodeEvidence = {
-    agent,
-    snapshot: {
-      version: version.id,
-      frozenMs: version.timings.frozenMs,
-      totalMs: version.timings.totalMs,
-      method: version.method,
-    },
-    fork: { environment: fork.id, probe: fork.evidence.probe },
-  };
-  const outcome = { version: version.id, fork: fork.id };
+  const episodeEvidence = { agent, snapshot, fork: { environment: fork.id, probe: fork.evidence.probe } };
+  const outcome = { version: version.id, fork: fork.id, snapshot: hostVersion(version, ctx.hostId) };
   let verifierId = "";
   let submission: Submission | undefined;
   try {
-    phase("run verifier");
+    phase.start("run verifier");
     const forkRec = await episode.environment(fork.id);
     try {
       submission = await collectSubmission(
@@ -130,14 +105,14 @@ export async function verifyEnvironment(
           ...episodeEvidence,
           submission: [],
           verifier: {
-            containerId: "",
+            container_id: "",
             image: "",
             user: vplan.user,
-            exitCode: null,
-            timedOut: false,
-            durationMs: 0,
+            exit_code: null,
+            timed_out: false,
+            duration_ms: 0,
           },
-          timings: { totalMs: Date.now() - t0 },
+          timings: { total_ms: Date.now() - t0 },
         },
       };
     }
@@ -146,26 +121,28 @@ export async function verifyEnvironment(
     const tReady = Date.now();
     const run = await runVerifier(ctx, verifierId, vplan.timeoutSec);
     const tRan = Date.now();
-    phase("collect");
+    const verifier = {
+      container_id: verifierId,
+      image: verifierImage.imageId,
+      user: vplan.user,
+      exit_code: run.timedOut ? null : run.exitCode,
+      timed_out: run.timedOut,
+      duration_ms: tRan - tReady,
+    };
+    phase.end("run verifier", verifier, "collect");
     const reward = run.timedOut ? undefined : await readReward(ctx.docker, verifierId);
-    const evidence: VerifyResult["evidence"] = {
+    phase.end("collect", { reward: reward?.reward ?? null });
+    const evidence: HostVerifyResult["evidence"] = {
       ...episodeEvidence,
       submission: submission.entries,
-      verifier: {
-        containerId: verifierId,
-        image: verifierImage.imageId,
-        user: vplan.user,
-        exitCode: run.timedOut ? null : run.exitCode,
-        timedOut: run.timedOut,
-        durationMs: tRan - tReady,
-      },
+      verifier,
       timings: {
-        stopAgentMs: tStopped - t0,
-        snapshotMs: tSnap - tStopped,
-        forkMs: tForked - tSnap,
-        prepareMs: tReady - tForked,
-        runMs: tRan - tReady,
-        totalMs: Date.now() - t0,
+        stop_agent_ms: tStopped - t0,
+        snapshot_ms: tSnap - tStopped,
+        fork_ms: tForked - tSnap,
+        prepare_ms: tReady - tForked,
+        run_ms: tRan - tReady,
+        total_ms: Date.now() - t0,
       },
     };
     if (!reward) {
@@ -176,10 +153,18 @@ export async function verifyEnvironment(
     }
     return { status: "graded", ...reward, log: run.log, ...outcome, evidence };
   } finally {
-    phase("clean up");
+    phase.start("clean up");
+    const removed: string[] = [];
     await submission?.cleanup();
-    if (verifierId) await ctx.docker.containers.remove(verifierId);
-    if (!opts.keepFork) await episode.destroy(fork.id);
+    if (verifierId) {
+      await ctx.docker.containers.remove(verifierId);
+      removed.push(`verifier ${verifierId}`);
+    }
+    if (!opts.keepFork) {
+      await episode.destroy(fork.id);
+      removed.push(`fork ${fork.id}`);
+    }
+    phase.end("clean up", { removed });
   }
 }
 

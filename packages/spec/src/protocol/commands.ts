@@ -1,7 +1,8 @@
 import { z } from "zod";
 import { ExecRequest } from "../exec.js";
+import { type PhaseName, Phases } from "../phases.js";
 
-/** What the control plane asks of a host. */
+/** What the control plane asks of a host; each kind has a payload and a result schema. */
 export const CommandKind = z.enum([
   "env.deploy",
   "env.exec",
@@ -81,3 +82,34 @@ export const CommandPayloads = {
   "version.delete": z.object({ version: z.string() }),
   "host.gc": z.object({}),
 } satisfies Record<CommandKind, z.ZodType>;
+
+/** What the control plane may give `send` for kind K (defaults not yet applied). */
+export type CommandPayload<K extends CommandKind> = z.input<(typeof CommandPayloads)[K]>;
+
+// ---- the phases each command reports (progress frames), in order ----
+
+const MATERIALIZE = ["place", "restore", "start", "health", "probe"] as const satisfies readonly PhaseName[];
+
+/**
+ * The phases a host reports while it runs each kind, in the order it runs them (`probe` only
+ * where egress is denied; `restore` only for forks). The control plane maps those that are
+ * phases of the deployment onto it; the others become log lines.
+ */
+export const HostPhases = {
+  "env.deploy": ["resolve source", "validate", "build", "place", "start", "health", "probe"],
+  "env.exec": [],
+  "env.files.put": [],
+  "env.files.get": [],
+  "env.snapshot": ["freeze", "capture layers", "capture volumes", "thaw", "record"],
+  "env.fork": MATERIALIZE,
+  "env.restore": MATERIALIZE,
+  "env.stop": Phases.stop,
+  "env.start": Phases.start,
+  "env.destroy": Phases.destroy,
+  "env.probe_egress": [],
+  "env.verify": Phases.verify,
+  "env.logs": [],
+  "env.connect": ["connect", "connected"],
+  "version.delete": [],
+  "host.gc": [],
+} satisfies Record<CommandKind, readonly PhaseName[]>;

@@ -1,5 +1,7 @@
 import { z } from "zod";
+import { PhaseName } from "../phases.js";
 import { CommandKind } from "./commands.js";
+import { PhaseEvidence } from "./evidence.js";
 
 /**
  * The control plane <-> denvd protocol. denvd dials out to `GET /v1/hosts/stream` (WebSocket,
@@ -44,15 +46,41 @@ export const CommandFrame = z.object({
 /** host -> cp: the command is journalled (received). */
 export const AckFrame = z.object({ v, type: z.literal("ack"), id: z.string() });
 
-/** host -> cp: a phase started, or a log line. */
-export const ProgressFrame = z.object({
-  v,
-  type: z.literal("progress"),
-  id: z.string(),
-  phase: z.string().optional(),
-  line: z.string().optional(),
-  evidence: z.record(z.string(), z.unknown()).optional(),
-});
+/**
+ * host -> cp, while a command runs: a phase that starts (`phase`), a phase that ended (`ended`,
+ * with its `evidence`), or both in one frame (`ended` is over, `phase` starts), and/or a log
+ * line. A phase's evidence comes only with its end, validated with `PhaseEvidence[ended]`.
+ */
+export const ProgressFrame = z
+  .object({
+    v,
+    type: z.literal("progress"),
+    id: z.string(),
+    phase: PhaseName.optional(),
+    ended: PhaseName.optional(),
+    evidence: z.record(z.string(), z.unknown()).optional(),
+    line: z.string().optional(),
+  })
+  .superRefine((f, ctx) => {
+    if (f.ended === undefined) {
+      if (f.evidence !== undefined) {
+        ctx.addIssue({
+          code: "custom",
+          path: ["evidence"],
+          message: "evidence comes with the phase that ended",
+        });
+      }
+      return;
+    }
+    if (f.ended === "switch") {
+      ctx.addIssue({ code: "custom", path: ["ended"], message: "switch is the control plane's own phase" });
+      return;
+    }
+    const checked = PhaseEvidence[f.ended].safeParse(f.evidence);
+    for (const issue of checked.error?.issues ?? []) {
+      ctx.addIssue({ code: "custom", path: ["evidence", ...issue.path], message: issue.message });
+    }
+  });
 
 /**
  * Both ways: bytes of a stream (exec stdin/stdout/stderr, file transfer, port tunnel). `channel`

@@ -1,5 +1,10 @@
-import { ControlPlaneMessages, DenvError, type Environment, parseVersionRef } from "@denv/spec";
-import type { HostEnvironment } from "../../hub/results.js";
+import {
+  ControlPlaneMessages,
+  DenvError,
+  type Environment,
+  type HostEnvironment,
+  parseVersionRef,
+} from "@denv/spec";
 import { nowIso } from "../../ids.js";
 import { NotFound } from "../../services/access.js";
 import { presentEnvironment } from "../../services/present.js";
@@ -76,8 +81,8 @@ export function fromHost(
       ? { parentVersion: where.parentVersion ?? host.parent_version ?? parentVersion }
       : {}),
     services: host.services,
-    ...(host.agent ? { agent: host.agent } : {}),
-    ...(host.evidence ? { evidence: host.evidence } : {}),
+    agent: host.agent,
+    evidence: host.evidence,
     updatedAt: nowIso(),
   };
 }

@@ -1,5 +1,6 @@
 import { createReadStream } from "node:fs";
 import { rm } from "node:fs/promises";
+import type { PhaseName } from "@denv/spec";
 import { z } from "zod";
 import { DeployState, PlacementValue } from "../requests.js";
 import {
@@ -12,7 +13,8 @@ import {
 } from "./common.js";
 import { recordVersion, switchTo } from "./switch.js";
 
-const HOST_PHASES = ["validate", "build", "start", "health", "probe"] as const;
+/** The deploy's phases that run inside env.deploy (`resolve source` and `place` are the cp's). */
+const HOST_PHASES: readonly PhaseName[] = ["validate", "build", "start", "health", "probe"];
 
 /**
  * deploy: the uploaded source is streamed to the placed host, which validates, builds and starts
@@ -55,14 +57,7 @@ export const deploy: KindRunner = {
         compose_file: req.compose_file,
         kind,
       }),
-      {
-        phases: HOST_PHASES,
-        upload: () => createReadStream(req.spool),
-        evidence: (r) => ({
-          build: { digests: Object.fromEntries(r.services.map((s) => [s.name, s.image_id])) },
-          start: { containers: Object.fromEntries(r.services.map((s) => [s.name, s.container_id])) },
-        }),
-      },
+      { phases: HOST_PHASES, upload: () => createReadStream(req.spool) },
     );
     const number = await ctx.memo("version-number", z.number(), () => store.nextVersionNumber(project));
     const version = await ctx.command(
@@ -70,13 +65,7 @@ export const deploy: KindRunner = {
       place.hostId,
       "env.snapshot",
       { environment: `${project}/${hostEnv}`, number },
-      {
-        phases: [],
-        within: "snapshot",
-        evidence: (v) => ({
-          snapshot: { version: v.id, method: v.method, sizes: v.sizes, timings: v.timings },
-        }),
-      },
+      { phases: [], within: "snapshot" },
     );
     await recordVersion(ctx, version, place.hostId);
     const env = await switchTo(ctx, (base) =>

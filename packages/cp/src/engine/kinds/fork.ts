@@ -1,5 +1,5 @@
+import type { HostEnvironment, PhaseName } from "@denv/spec";
 import { z } from "zod";
-import type { HostEnvironment } from "../../hub/results.js";
 import { NotFound } from "../../services/access.js";
 import { ForkState, PlacementValue, RollbackState } from "../requests.js";
 import type { RunContext } from "../run-context.js";
@@ -14,7 +14,8 @@ import {
 } from "./common.js";
 import { switchTo } from "./switch.js";
 
-const HOST_PHASES = ["restore", "start", "health", "probe"] as const;
+/** The fork's phases that run on the host (`place` is the cp's). */
+const HOST_PHASES: readonly PhaseName[] = ["restore", "start", "health", "probe"];
 
 /** Restores a version as a new host environment on the host that holds the snapshot. */
 async function restore(

@@ -1,4 +1,4 @@
-import { DenvError } from "@denv/spec";
+import { DenvError, Phases } from "@denv/spec";
 import { nowIso } from "../../ids.js";
 import {
   environmentResult,
@@ -21,7 +21,7 @@ export const stop: KindRunner = {
       hostId,
       "env.stop",
       { environment: hostEnvId },
-      { phases: ["stop"] },
+      { phases: Phases.stop },
     );
     const next = fromHost(env, host, { hostId, hostEnv: env.hostEnv as string });
     await ctx.deps.store.putEnvironment(next);
@@ -41,7 +41,7 @@ export const start: KindRunner = {
       hostId,
       "env.start",
       { environment: hostEnvId },
-      { phases: ["start", "health", "probe"] },
+      { phases: Phases.start },
     );
     const next = fromHost(env, host, { hostId, hostEnv: env.hostEnv as string });
     await ctx.deps.store.putEnvironment(next);
@@ -62,7 +62,7 @@ export const destroy: KindRunner = {
           env.hostId,
           "env.destroy",
           { environment: `${env.project}/${env.hostEnv}` },
-          { phases: ["destroy"] },
+          { phases: Phases.destroy },
         );
       } catch (err) {
         // Already gone on the host (e.g. reconciled as failed): the cp forgets it all the same.

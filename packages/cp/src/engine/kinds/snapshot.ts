@@ -1,10 +1,11 @@
-import { Version } from "@denv/spec";
+import { type PhaseName, Version } from "@denv/spec";
 import { z } from "zod";
 import type { RunContext } from "../run-context.js";
 import { type KindRunner, placed, requireEnvironment, requireOnline } from "./common.js";
 import { recordVersion } from "./switch.js";
 
-const HOST_PHASES = ["freeze", "capture layers", "capture volumes", "thaw"] as const;
+/** The snapshot's phases that run on the host (`record` is the cp's). */
+const HOST_PHASES: readonly PhaseName[] = ["freeze", "capture layers", "capture volumes", "thaw"];
 
 /** snapshot: the host freezes the environment at one point and captures it; the cp records the version. */
 export const snapshot: KindRunner = {

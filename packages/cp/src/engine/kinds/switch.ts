@@ -1,6 +1,5 @@
-import { DenvError } from "@denv/spec";
+import { type CommandResult, DenvError } from "@denv/spec";
 import { z } from "zod";
-import type { HostVersion } from "../../hub/results.js";
 import type { EnvironmentRecord } from "../../store/records.js";
 import type { RunContext } from "../run-context.js";
 import { destroyQuietly, requireEnvironment } from "./common.js";
@@ -9,8 +8,15 @@ const SwitchValue = z.object({
   previous: z.object({ hostId: z.string(), hostEnv: z.string() }).optional(),
 });
 
-/** Stores a version the host just captured (once, even when a resumed run gets here again). */
-export async function recordVersion(ctx: RunContext, v: HostVersion, hostId: string): Promise<void> {
+/**
+ * Stores a version the host just captured (once, even when a resumed run gets here again). The
+ * host is the one the cp sent the command to, whatever the result says.
+ */
+export async function recordVersion(
+  ctx: RunContext,
+  v: CommandResult<"env.snapshot">,
+  hostId: string,
+): Promise<void> {
   await ctx.memo("record-version", z.boolean(), async () => {
     try {
       await ctx.deps.store.createVersion({ ...v, host_id: hostId, source_environment: ctx.d.environment });

@@ -25,7 +25,7 @@ export const verify: KindRunner = {
       { environment: hostEnvId, number },
       { phases: Phases.verify },
     );
-    if (snapshot) await recordVersion(ctx, snapshot, hostId);
+    await recordVersion(ctx, snapshot, hostId);
     return result;
   },
 };

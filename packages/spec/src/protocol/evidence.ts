@@ -1,0 +1,180 @@
+import { z } from "zod";
+import { PhaseName } from "../phases.js";
+
+/**
+ * Evidence: what a host reports when a phase ends (a `progress` frame with `ended`), and what it
+ * records of an environment and of an episode. It is what the dashboard and the GitHub check
+ * run show, so every key is snake_case like the rest of the API, and both sides validate it
+ * with these schemas. docs/reference/deployments.md lists it per phase.
+ */
+
+const Ms = z.number().nonnegative();
+const Count = z.number().int().nonnegative();
+/** Service name -> an id (image id, container id). */
+const ByService = z.record(z.string(), z.string());
+
+/** The egress probe's report (protection 5); `findings` are EgressFindings lines. */
+export const EgressProbe = z.object({
+  ok: z.boolean(),
+  findings: z.array(z.string()),
+  network: z.object({ name: z.string(), internal: z.boolean(), reject_rule: z.boolean() }),
+  services: z.array(
+    z.object({
+      service: z.string(),
+      routes: z.array(z.string()),
+      default_route: z.boolean(),
+      route_out: z.boolean(),
+      canary_reached: z.boolean(),
+      nameservers: z.array(z.string()),
+      networks: z.array(z.string()),
+    }),
+  ),
+  duration_ms: Ms,
+});
+export type EgressProbe = z.infer<typeof EgressProbe>;
+
+/** A probe that did not run: egress is allowed (a `service` project). */
+export const ProbeEvidence = z.union([EgressProbe, z.object({ skipped: z.string() })]);
+export type ProbeEvidence = z.infer<typeof ProbeEvidence>;
+
+/** One request a build made through denvd's mirror proxy (status 403: refused). */
+export const ProxyRequest = z.object({
+  method: z.string(),
+  host: z.string(),
+  /** Path of a plain HTTP request; "" for CONNECT. */
+  path: z.string(),
+  status: z.number().int(),
+  bytes: Count,
+});
+
+/**
+ * Where the builds ran and what they fetched: an rl-environment's builds run on a build network
+ * whose only way out is the mirror proxy; a `service` project's on the engine's bridge.
+ */
+export const BuildEvidence = z.union([
+  z.object({ network: z.string(), mirrors: z.array(z.string()).readonly(), requests: z.array(ProxyRequest) }),
+  z.object({ network: z.literal("bridge") }),
+]);
+
+/** A disk cap (x-denv.disk or the default) and whether this host enforces it, and how. */
+const DiskCap = z.object({ cap_bytes: Count, enforced: z.boolean(), by: z.string() });
+
+/** What an environment's host recorded when it stood the environment up (or started it again). */
+export const EnvironmentEvidence = z.object({
+  placement: z.object({ host: z.string(), reason: z.string() }),
+  network: z.object({ name: z.string(), subnet: z.string(), internal: z.boolean() }),
+  volumes: z.object({ method: z.string(), from: z.string().nullable() }),
+  images: ByService,
+  timings: z.object({ create_ms: Ms, start_ms: Ms, health_ms: Ms, probe_ms: Ms, total_ms: Ms }),
+  probe: ProbeEvidence,
+  /** Absent when nothing was built (every image pulled, or a fork). */
+  build: BuildEvidence.optional(),
+  /** The caps of live volumes and writable layers (absent in records from before disk caps). */
+  disk: z.object({ volumes: DiskCap, layers: DiskCap }).optional(),
+});
+export type EnvironmentEvidence = z.infer<typeof EnvironmentEvidence>;
+
+export const VersionSizes = z.object({ layer_bytes: Count, volume_bytes: Count });
+
+/** How long each step of a snapshot took; `frozen_ms` is the window the services were paused. */
+export const VersionTimings = z.object({
+  flush_ms: Ms,
+  frozen_ms: Ms,
+  commit_ms: Ms,
+  volumes_ms: Ms,
+  squash_ms: Ms,
+  total_ms: Ms,
+});
+
+export const AgentStopped = z.object({ killed: Count, survivors: Count });
+
+/** An episode's snapshot, as the verify reports it. */
+export const EpisodeSnapshot = z.object({
+  version: z.string(),
+  method: z.string(),
+  frozen_ms: Ms,
+  total_ms: Ms,
+});
+
+/** The verifier's own container and how its run went (`exit_code` null when it timed out). */
+export const VerifierEvidence = z.object({
+  container_id: z.string(),
+  image: z.string(),
+  user: z.string(),
+  exit_code: z.number().int().nullable(),
+  timed_out: z.boolean(),
+  duration_ms: Ms,
+});
+
+/** One submission path copied out of the fork, or a path that was not there. */
+export const SubmissionEntry = z.union([
+  z.object({ path: z.string(), entries: Count, bytes: Count }),
+  z.object({ path: z.string(), missing: z.literal(true) }),
+]);
+export type SubmissionEntry = z.infer<typeof SubmissionEntry>;
+
+/** The evidence of a verify result (protection 2), whatever its grade. */
+export const VerifyEvidence = z.object({
+  agent: AgentStopped,
+  snapshot: EpisodeSnapshot,
+  fork: z.object({ environment: z.string(), probe: ProbeEvidence }),
+  submission: z.array(SubmissionEntry),
+  verifier: VerifierEvidence,
+  /** A refused submission stops the episode early: only `total_ms` then. */
+  timings: z.object({
+    stop_agent_ms: Ms.optional(),
+    snapshot_ms: Ms.optional(),
+    fork_ms: Ms.optional(),
+    prepare_ms: Ms.optional(),
+    run_ms: Ms.optional(),
+    total_ms: Ms,
+  }),
+});
+export type VerifyEvidence = z.infer<typeof VerifyEvidence>;
+
+/** The phases a host runs and reports; `switch` is the control plane's alone. */
+export const HostPhaseName = PhaseName.exclude(["switch"]);
+export type HostPhaseName = z.infer<typeof HostPhaseName>;
+
+/** What a host reports when each of its phases ends. */
+export const PhaseEvidence = {
+  "resolve source": z.object({ source: z.object({ entries: Count, bytes: Count, compressed: z.boolean() }) }),
+  /** The services of the validated plan, in start order, and the agent service. */
+  validate: z.object({ services: z.array(z.string()), agent: z.string() }),
+  /** Image id per service, and where the builds ran (absent when nothing was built). */
+  build: z.object({ digests: ByService, builds: BuildEvidence.optional() }),
+  place: z.object({ host: z.string() }),
+  restore: z.object({ version: z.string(), method: z.string() }),
+  /** Container id per service. */
+  start: z.object({ containers: ByService }),
+  /** The services that passed their healthcheck (or, one-shots, completed). */
+  health: z.object({ services: z.array(z.string()) }),
+  probe: ProbeEvidence,
+  snapshot: EpisodeSnapshot,
+  /** The services paused (those that were running). */
+  freeze: z.object({ paused: z.array(z.string()) }),
+  /** The services whose writable layer was committed. */
+  "capture layers": z.object({ committed: z.array(z.string()) }),
+  /** The volumes snapshotted. */
+  "capture volumes": z.object({ volumes: z.array(z.string()) }),
+  thaw: z.object({ frozen_ms: Ms }),
+  record: z.object({ version: z.string(), method: z.string(), sizes: VersionSizes, timings: VersionTimings }),
+  "stop agent": AgentStopped,
+  /** The fork the verifier grades on. */
+  fork: z.object({ environment: z.string() }),
+  "run verifier": VerifierEvidence,
+  /** The main reward; null when the verifier wrote none. */
+  collect: z.object({ reward: z.number().nullable() }),
+  /** What the episode removed after grading. */
+  "clean up": z.object({ removed: z.array(z.string()) }),
+  /** The services stopped, in stop order. */
+  stop: z.object({ stopped: z.array(z.string()) }),
+  /** The services and volumes removed. */
+  destroy: z.object({ services: z.array(z.string()), volumes: z.array(z.string()) }),
+  /** The service's address on the environment's network. */
+  connect: z.object({ address: z.string() }),
+  connected: z.object({ bytes_to_service: Count, bytes_from_service: Count }),
+} satisfies Record<HostPhaseName, z.ZodType>;
+
+/** The evidence of phase P, as a host builds it. */
+export type PhaseEvidence<P extends HostPhaseName> = z.input<(typeof PhaseEvidence)[P]>;
