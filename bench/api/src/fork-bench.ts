@@ -107,7 +107,7 @@ export async function forkBench(
         .map(([k, v]) => `${k} ${v}`)
         .join(
           ", ",
-        )}; denvd total ${api.host.totalMs}), runtime ${runtime.ms.toFixed(0)} ms (total ${runtime.timings.totalMs})`,
+        )}; denvd total ${api.host.total_ms}), runtime ${runtime.ms.toFixed(0)} ms (total ${runtime.timings.total_ms})`,
     );
   }
   const apiMs = median(runs.map((r) => r.apiMs));
@@ -121,8 +121,8 @@ export async function forkBench(
       apiMs,
       runtimeMs,
       ratio: apiMs / runtimeMs,
-      apiHostTotalMs: median(runs.map((r) => r.apiHostTimings.totalMs ?? Number.NaN)),
-      runtimeTotalMs: median(runs.map((r) => r.runtimeTimings.totalMs ?? Number.NaN)),
+      apiHostTotalMs: median(runs.map((r) => r.apiHostTimings.total_ms ?? Number.NaN)),
+      runtimeTotalMs: median(runs.map((r) => r.runtimeTimings.total_ms ?? Number.NaN)),
       phases: Object.fromEntries(
         phaseNames.map((p) => [p, median(runs.map((r) => r.apiPhases[p] ?? Number.NaN))]),
       ),

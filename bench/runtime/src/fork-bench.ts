@@ -133,7 +133,14 @@ export async function forkBench(
         const t0 = performance.now();
         const env = await rt.fork(opts.versionId, { name: `bench-fork-${i}` });
         denvMs = performance.now() - t0;
-        evidence = (env.evidence.timings ?? {}) as ForkRun["evidence"];
+        const t = env.evidence.timings;
+        evidence = {
+          createMs: t.create_ms,
+          startMs: t.start_ms,
+          healthMs: t.health_ms,
+          probeMs: t.probe_ms,
+          totalMs: t.total_ms,
+        };
         await rt.destroy(env.id);
       } else {
         const f = await floorStart(
