@@ -21,9 +21,11 @@ import {
   hostFromRow,
   hostToRow,
   joinTokenFromRow,
+  joinTokenToRow,
   projectFromRow,
   targetFromRow,
   tokenFromRow,
+  tokenToRow,
   versionFromRow,
   versionToRow,
 } from "./rows.js";
@@ -67,19 +69,7 @@ export class KyselyStore implements Store {
   // ---- tokens
 
   createToken(t: TokenRecord): Promise<void> {
-    return insert(`token ${t.name}`, () =>
-      this.db
-        .insertInto("tokens")
-        .values({
-          id: t.id,
-          name: t.name,
-          role: t.role,
-          project: t.project ?? null,
-          hash: t.hash,
-          created_at: t.createdAt,
-        })
-        .execute(),
-    );
+    return insert(`token ${t.name}`, () => this.db.insertInto("tokens").values(tokenToRow(t)).execute());
   }
 
   async tokenByHash(hash: string): Promise<TokenRecord | undefined> {
@@ -305,8 +295,9 @@ export class KyselyStore implements Store {
     return insert(`host ${h.id}`, () => this.db.insertInto("hosts").values(hostToRow(h)).execute());
   }
 
+  /** Everything but the drain, which only drainHost sets (a hello racing a drain keeps it). */
   async updateHost(h: HostRecord): Promise<void> {
-    const { id, ...rest } = hostToRow(h);
+    const { id, draining_at: _drain, ...rest } = hostToRow(h);
     await this.db.updateTable("hosts").set(rest).where("id", "=", id).execute();
   }
 
@@ -331,27 +322,52 @@ export class KyselyStore implements Store {
     return rows.map(hostFromRow);
   }
 
+  async drainHost(id: string, at: string): Promise<boolean> {
+    const r = await this.db
+      .updateTable("hosts")
+      .set((eb) => ({ draining_at: eb.fn.coalesce("draining_at", eb.val(at)) }))
+      .where("id", "=", id)
+      .executeTakeFirst();
+    return r.numUpdatedRows > 0n;
+  }
+
+  async deleteHost(id: string): Promise<boolean> {
+    const r = await this.db.deleteFrom("hosts").where("id", "=", id).executeTakeFirst();
+    return r.numDeletedRows > 0n;
+  }
+
   // ---- join tokens
 
   createJoinToken(t: JoinTokenRecord): Promise<void> {
     return insert(`join token ${t.id}`, () =>
-      this.db
-        .insertInto("join_tokens")
-        .values({
-          id: t.id,
-          target: t.target,
-          hash: t.hash,
-          uses_left: t.usesLeft,
-          expires_at: t.expiresAt,
-          created_at: t.createdAt,
-        })
-        .execute(),
+      this.db.insertInto("join_tokens").values(joinTokenToRow(t)).execute(),
     );
   }
 
   async joinTokenByHash(hash: string): Promise<JoinTokenRecord | undefined> {
     const r = await this.db.selectFrom("join_tokens").selectAll().where("hash", "=", hash).executeTakeFirst();
     return r && joinTokenFromRow(r);
+  }
+
+  async listJoinTokens(target: string): Promise<JoinTokenRecord[]> {
+    const rows = await this.db
+      .selectFrom("join_tokens")
+      .selectAll()
+      .where("target", "=", target)
+      .orderBy("created_at")
+      .orderBy("id")
+      .execute();
+    return rows.map(joinTokenFromRow);
+  }
+
+  async revokeJoinToken(target: string, id: string, at: string): Promise<boolean> {
+    const r = await this.db
+      .updateTable("join_tokens")
+      .set((eb) => ({ revoked_at: eb.fn.coalesce("revoked_at", eb.val(at)) }))
+      .where("id", "=", id)
+      .where("target", "=", target)
+      .executeTakeFirst();
+    return r.numUpdatedRows > 0n;
   }
 
   async consumeJoinToken(id: string): Promise<boolean> {
@@ -361,6 +377,7 @@ export class KyselyStore implements Store {
       .set((eb) => ({ uses_left: eb("uses_left", "-", 1) }))
       .where("id", "=", id)
       .where("uses_left", ">", 0)
+      .where("revoked_at", "is", null)
       .executeTakeFirst();
     return r.numUpdatedRows > 0n;
   }

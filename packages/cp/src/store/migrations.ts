@@ -129,6 +129,14 @@ const migrations: Record<string, Migration> = {
         .execute();
     },
   },
+  // Hosts an admin drained (placement skips them) and join tokens an admin revoked (kept, so a
+  // join with one is refused as revoked rather than as unknown).
+  "0002_drain_and_revoke": {
+    async up(db: Kysely<unknown>): Promise<void> {
+      await db.schema.alterTable("hosts").addColumn("draining_at", "text").execute();
+      await db.schema.alterTable("join_tokens").addColumn("revoked_at", "text").execute();
+    },
+  },
 };
 
 export const migrationProvider: MigrationProvider = {

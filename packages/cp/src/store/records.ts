@@ -105,6 +105,8 @@ export interface HostRecord {
   labels: Record<string, string>;
   capacity?: HostCapacity;
   lastSeenAt?: string;
+  /** When an admin drained it: placement skips it from then on. */
+  drainingAt?: string;
   createdAt: string;
 }
 
@@ -114,5 +116,7 @@ export interface JoinTokenRecord {
   hash: string;
   usesLeft: number;
   expiresAt: string;
+  /** When an admin revoked it. */
+  revokedAt?: string;
   createdAt: string;
 }

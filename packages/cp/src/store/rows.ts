@@ -39,6 +39,17 @@ export function tokenFromRow(r: Row<"tokens">): TokenRecord {
   };
 }
 
+export function tokenToRow(t: TokenRecord): Row<"tokens"> {
+  return {
+    id: t.id,
+    name: t.name,
+    role: t.role,
+    project: t.project ?? null,
+    hash: t.hash,
+    created_at: t.createdAt,
+  };
+}
+
 export function projectFromRow(r: Row<"projects">): ProjectRecord {
   return {
     name: r.name,
@@ -171,6 +182,7 @@ export function hostFromRow(r: Row<"hosts">): HostRecord {
     labels: json(r.labels),
     ...opt("capacity", jsonOrUndefined<HostRecord["capacity"]>(r.capacity) ?? null),
     ...opt("lastSeenAt", r.last_seen_at),
+    ...opt("drainingAt", r.draining_at),
     createdAt: r.created_at,
   };
 }
@@ -186,6 +198,7 @@ export function hostToRow(h: HostRecord): Row<"hosts"> {
     capacity: h.capacity ? JSON.stringify(h.capacity) : null,
     last_seen_at: h.lastSeenAt ?? null,
     created_at: h.createdAt,
+    draining_at: h.drainingAt ?? null,
   };
 }
 
@@ -196,6 +209,19 @@ export function joinTokenFromRow(r: Row<"join_tokens">): JoinTokenRecord {
     hash: r.hash,
     usesLeft: Number(r.uses_left),
     expiresAt: r.expires_at,
+    ...opt("revokedAt", r.revoked_at),
     createdAt: r.created_at,
+  };
+}
+
+export function joinTokenToRow(t: JoinTokenRecord): Row<"join_tokens"> {
+  return {
+    id: t.id,
+    target: t.target,
+    hash: t.hash,
+    uses_left: t.usesLeft,
+    expires_at: t.expiresAt,
+    created_at: t.createdAt,
+    revoked_at: t.revokedAt ?? null,
   };
 }

@@ -82,6 +82,7 @@ export interface Database {
     capacity: string | null;
     last_seen_at: string | null;
     created_at: string;
+    draining_at: string | null;
   };
   join_tokens: {
     id: string;
@@ -90,5 +91,6 @@ export interface Database {
     uses_left: number;
     expires_at: string;
     created_at: string;
+    revoked_at: string | null;
   };
 }

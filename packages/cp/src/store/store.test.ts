@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type PostgresServer, startPostgres } from "../testing/postgres.js";
 import { openStore } from "./open-store.js";
-import type { DeploymentRecord, EnvironmentRecord } from "./records.js";
+import type { DeploymentRecord, EnvironmentRecord, HostRecord } from "./records.js";
 import type { Store } from "./store.js";
 
 /** One suite, run against a SQLite file and a real PostgreSQL server. */
@@ -227,6 +227,39 @@ function storeSuite(
       const uses = await Promise.all([1, 2, 3, 4].map(() => store.consumeJoinToken("jt")));
       expect(uses.filter(Boolean)).toHaveLength(2);
       expect((await store.joinTokenByHash("jh"))?.usesLeft).toBe(0);
+    });
+
+    it("drains and deletes hosts, revokes join tokens: the first time is kept, a hello keeps the drain", async () => {
+      expect(await store.drainHost("h1", "2026-01-01T00:00:00.000Z")).toBe(true);
+      expect(await store.drainHost("h1", "2027-01-01T00:00:00.000Z")).toBe(true);
+      expect(await store.drainHost("nope", now())).toBe(false);
+      const h = (await store.getHost("h1")) as HostRecord;
+      expect(h.drainingAt).toBe("2026-01-01T00:00:00.000Z");
+      // A hello that read the row before the drain writes it back without one.
+      const { drainingAt: _d, ...before } = h;
+      await store.updateHost({ ...before, status: "offline" });
+      expect((await store.getHost("h1"))?.drainingAt).toBe("2026-01-01T00:00:00.000Z");
+
+      await store.createJoinToken({
+        id: "jt2",
+        target: "gpu",
+        hash: "jh2",
+        usesLeft: 5,
+        expiresAt: now(),
+        createdAt: now(),
+      });
+      expect(await store.revokeJoinToken("local", "jt2", now())).toBe(false);
+      expect(await store.revokeJoinToken("gpu", "jt2", "2026-02-02T00:00:00.000Z")).toBe(true);
+      expect(await store.revokeJoinToken("gpu", "jt2", "2027-02-02T00:00:00.000Z")).toBe(true);
+      expect(await store.consumeJoinToken("jt2")).toBe(false);
+      expect((await store.listJoinTokens("gpu")).map((t) => [t.id, t.revokedAt])).toEqual([
+        ["jt", undefined],
+        ["jt2", "2026-02-02T00:00:00.000Z"],
+      ]);
+
+      expect(await store.deleteHost("h1")).toBe(true);
+      expect(await store.deleteHost("h1")).toBe(false);
+      expect(await store.hostByCredentialHash("ch")).toBeUndefined();
     });
 
     it("keeps everything across a reopen", async () => {

@@ -72,9 +72,16 @@ export interface Store {
   getHost(id: string): Promise<HostRecord | undefined>;
   hostByCredentialHash(hash: string): Promise<HostRecord | undefined>;
   listHosts(filter?: { target?: string }): Promise<HostRecord[]>;
+  /** Marks a host draining (keeps the first time); false when there is no such host. */
+  drainHost(id: string, at: string): Promise<boolean>;
+  deleteHost(id: string): Promise<boolean>;
 
   createJoinToken(t: JoinTokenRecord): Promise<void>;
   joinTokenByHash(hash: string): Promise<JoinTokenRecord | undefined>;
+  /** A target's join tokens, oldest first. */
+  listJoinTokens(target: string): Promise<JoinTokenRecord[]>;
+  /** Marks a join token revoked (keeps the first time); false when `target` has no such token. */
+  revokeJoinToken(target: string, id: string, at: string): Promise<boolean>;
   /** Takes one use if any is left (atomic); false when none was. */
   consumeJoinToken(id: string): Promise<boolean>;
 }
