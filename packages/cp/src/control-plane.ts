@@ -48,7 +48,8 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
   const spoolDir = join(config.dataDir, "spool");
 
   const store = await openStore(paths.databaseUrl);
-  const hosts = new HostService(store, log);
+  // The hub is the hosts' lifecycle and the hosts close the hub's streams: a late-bound call.
+  const hosts = new HostService(store, log, (id, reason) => hub.disconnect(id, reason));
   const hub = new HostHub({
     lifecycle: hosts,
     log,

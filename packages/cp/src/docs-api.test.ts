@@ -3,7 +3,7 @@ import { mkdtemp, readFile, rm, symlink } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { ControlPlaneMessages, JoinTokenMessages } from "@denv/spec";
+import { ControlPlaneMessages, HostMessages, JoinTokenMessages } from "@denv/spec";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestCp, type TestCp } from "./testing/harness.js";
 
@@ -100,6 +100,11 @@ describe("docs/reference/api.md", () => {
     expect(flat).toContain(ControlPlaneMessages.hostOffline("<id>"));
     expect(flat).toContain(ControlPlaneMessages.versionInUse("<id>", ["<environments>"]));
     expect(flat).toContain(ControlPlaneMessages.projectHasEnvironments("<name>", "<n>" as unknown as number));
+    expect(flat).toContain(HostMessages.holdsEnvironments("<id>", "<n>" as unknown as number));
+    expect(flat).toContain(HostMessages.versionOnDrainingHost("<id>", "<version>"));
+    expect(flat).toContain(HostMessages.allDraining("<target>"));
+    expect(flat).toContain(HostMessages.credentialInvalid);
+    expect(flat).toContain(HostMessages.credentialNotApiToken);
   });
 
   it("runs every example, top to bottom, against a live control plane", async () => {
@@ -125,6 +130,6 @@ describe("docs/reference/api.md", () => {
       }
     }
     expect(failures).toEqual([]);
-    expect(ran).toBeGreaterThanOrEqual(39);
+    expect(ran).toBeGreaterThanOrEqual(43);
   });
 });

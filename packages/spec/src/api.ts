@@ -139,15 +139,29 @@ export const Host = z.object({
   labels: z.record(z.string(), z.string()),
   capacity: z.object({ cpus: z.number(), memory_bytes: z.number(), disk_free_bytes: z.number() }).optional(),
   environments: z.number().int(),
+  /** An admin drained it: placement never picks it again; what it holds stays. */
+  draining: z.boolean(),
   last_seen_at: z.string().optional(),
   created_at: z.string(),
 });
 export type Host = z.infer<typeof Host>;
 
+/** What DELETE /v1/hosts/:id did: the host's environments marked failed, its versions forgotten. */
+export const RemovedHost = z.object({
+  id: z.string(),
+  /** Environments it held (with ?force=true): failed now, and runnable on no host; destroy them. */
+  environments: z.array(z.string()),
+  /** Versions whose snapshots lived on it: forgotten, since nothing can restore them. */
+  versions: z.array(z.string()),
+});
+
+/** The longest a join token or a sandbox may live: a year (a longer one is a mistake). */
+export const MAX_TTL_SEC = 365 * 24 * 3600;
+
 export const CreateJoinToken = z.object({
   /** How many hosts may join with it (default 1). */
   uses: z.number().int().positive().default(1),
-  ttl_sec: z.number().int().positive().default(3600),
+  ttl_sec: z.number().int().positive().max(MAX_TTL_SEC).default(3600),
 });
 
 /** `token` is shown once; only its hash is stored. */
@@ -157,6 +171,8 @@ export const JoinToken = z.object({
   token: z.string().optional(),
   uses_left: z.number().int(),
   expires_at: z.string(),
+  /** Set once an admin revoked it: it joins no more hosts. */
+  revoked_at: z.string().optional(),
   created_at: z.string(),
 });
 
@@ -200,7 +216,7 @@ export const CreateSandbox = z.object({
   version: z.string().optional(),
   name: z.string().optional(),
   /** Seconds until the sandbox is destroyed (default 3600). */
-  ttl_sec: z.number().int().positive().default(3600),
+  ttl_sec: z.number().int().positive().max(MAX_TTL_SEC).default(3600),
 });
 
 export const VerifyResponse = z.object({
@@ -252,6 +268,7 @@ export const SandboxList = z.object({ sandboxes: z.array(Environment) });
 export const VersionList = z.object({ versions: z.array(Version) });
 export const TargetList = z.object({ targets: z.array(Target) });
 export const HostList = z.object({ hosts: z.array(Host) });
+export const JoinTokenList = z.object({ join_tokens: z.array(JoinToken) });
 
 /** PUT .../files: what the host extracted. */
 export const FilesPutResponse = z.object({ entries: z.number().int(), bytes: z.number().int() });

@@ -325,6 +325,31 @@ export const JoinTokenMessages = {
   invalid: "join token is not valid",
   expired: "join token is expired",
   usedUp: "join token is used up",
+  revoked: "join token is revoked",
+} as const;
+
+/** Draining and removing hosts, and host credentials where they do not belong. */
+export const HostMessages = {
+  /** DELETE /v1/hosts/:id without ?force=true (409). */
+  holdsEnvironments: (host: string, count: number) =>
+    `host ${host} holds ${count} environment(s): destroy them first, or pass ?force=true (denv hosts rm ${host} --force) to mark them failed and remove it anyway`,
+  /** Placement: every online host of the target is draining. */
+  allDraining: (target: string) =>
+    `no host in target '${target}' takes new environments: its online hosts are draining; join another with denvd join --url URL --token TOKEN`,
+  /** Fork or rollback of a version whose snapshot lives on a draining host. */
+  versionOnDrainingHost: (host: string, version: string) =>
+    `host ${host}, which holds ${version}, is draining: it takes no new environments, and the version can only be restored there`,
+  /** A stream credential that is not (or no longer) a host's: never joined, or the host was removed. */
+  credentialInvalid: "host credential is not valid: join again with denvd join",
+  /** A host credential sent to a REST route: it opens the host stream only. */
+  credentialNotApiToken:
+    "a host credential is not an API token: it opens GET /v1/hosts/stream only; send an API token (denv_...)",
+} as const;
+
+/** What denvd refuses before it talks to a control plane. */
+export const DenvdMessages = {
+  insecureUrl: (url: string) =>
+    `refused: ${url} is plain http:// to a machine other than this one, so the join token and the host credential would cross the network unencrypted; use https://, or pass --insecure (DENVD_INSECURE=1) to accept it`,
 } as const;
 
 /** Refusals and failures of the control plane that docs quote. */
@@ -343,6 +368,9 @@ export const ControlPlaneMessages = {
     `version ${version} is in use by ${environments.join(", ")}: destroy those environments first`,
   projectHasEnvironments: (project: string, count: number) =>
     `project ${project} has ${count} environment(s): destroy them first`,
+  /** A WebSocket route asked without an upgrade (400). */
+  notAnUpgrade: (path: string) =>
+    `GET ${path} is a WebSocket: send it with 'Connection: Upgrade' and 'Upgrade: websocket'`,
   resumeTimedOut: (host: string, seconds: number) =>
     `host ${host} did not answer within ${seconds}s after the control plane restarted; the deployment is failed`,
 } as const;

@@ -1,4 +1,4 @@
-import { ControlPlaneMessages, DenvError } from "@denv/spec";
+import { ControlPlaneMessages, DenvError, HostMessages } from "@denv/spec";
 import type { HostHub } from "../hub/hub.js";
 import type { HostRecord, VersionRecord } from "../store/records.js";
 import type { Store } from "../store/store.js";
@@ -21,7 +21,8 @@ export interface Placement {
 }
 
 /**
- * Picks a host: online hosts of the target, carrying the wanted labels; a version pins its own
+ * Picks a host: online hosts of the target that are not draining, carrying the wanted labels; a
+ * version pins its own
  * host (snapshot locality); otherwise a host holding the project's newest version is preferred
  * (its layers are local), then the host with the most memory per environment.
  */
@@ -46,13 +47,23 @@ export class Placer {
       };
       const missing = Object.entries(req.labels ?? {}).find(([k, v]) => host.labels[k] !== v);
       if (!this.hub.isOnline(host.id)) candidates.push({ ...row, excluded: "offline" });
+      else if (host.drainingAt !== undefined) candidates.push({ ...row, excluded: "draining" });
       else if (missing) candidates.push({ ...row, excluded: `no label ${missing[0]}=${missing[1]}` });
       else {
         candidates.push(row);
         eligible.push({ host, environments, score: (host.capacity?.memory_bytes ?? 0) / (1 + environments) });
       }
     }
-    if (eligible.length === 0) throw new DenvError("conflict", ControlPlaneMessages.noOnlineHost(req.target));
+    if (eligible.length === 0) {
+      // Online hosts exist, and the drain (not a label) is what keeps every one of them out.
+      const draining =
+        candidates.some((c) => c.excluded === "draining") &&
+        candidates.every((c) => c.excluded === "draining" || c.excluded === "offline");
+      throw new DenvError(
+        "conflict",
+        draining ? HostMessages.allDraining(req.target) : ControlPlaneMessages.noOnlineHost(req.target),
+      );
+    }
     const newest = (await this.store.listVersions(req.project))[0];
     const local = newest && eligible.find((e) => e.host.id === newest.host_id);
     if (local)
@@ -72,6 +83,10 @@ export class Placer {
   private async atVersion(version: VersionRecord): Promise<Placement> {
     const environments = (await this.store.listEnvironments({ hostId: version.host_id })).length;
     const candidates = [{ host: version.host_id, environments }];
+    const host = await this.store.getHost(version.host_id);
+    if (host?.drainingAt !== undefined) {
+      throw new DenvError("conflict", HostMessages.versionOnDrainingHost(version.host_id, version.id));
+    }
     if (!this.hub.isOnline(version.host_id)) {
       throw new DenvError(
         "conflict",

@@ -82,8 +82,12 @@ describe("/v1/openapi.json", () => {
       "POST /v1/targets",
       "GET /v1/targets",
       "POST /v1/targets/{target}/join-tokens",
+      "GET /v1/targets/{target}/join-tokens",
+      "DELETE /v1/targets/{target}/join-tokens/{id}",
       "POST /v1/hosts/join",
       "GET /v1/hosts",
+      "POST /v1/hosts/{id}/drain",
+      "DELETE /v1/hosts/{id}",
       "GET /v1/hosts/stream",
     ];
     const served = Object.entries(paths).flatMap(([p, ops]) =>

@@ -41,6 +41,8 @@ const NAMED: Record<string, z.ZodType> = {
   VersionList: api.VersionList,
   TargetList: api.TargetList,
   HostList: api.HostList,
+  RemovedHost: api.RemovedHost,
+  JoinTokenList: api.JoinTokenList,
   FilesPutResponse: api.FilesPutResponse,
   LogsResponse: api.LogsResponse,
   ExecStreamClientFrame: api.ExecStreamClientFrame,
@@ -120,7 +122,12 @@ function operation(r: Route, comps: Json): Json {
   if (r.body) content["application/json"] = { schema: schemaRef(r.body, "input", comps) };
   for (const type of r.binaryBody?.contentTypes ?? []) {
     content[type] = {
-      schema: { type: "string", contentMediaType: type, description: r.binaryBody?.description },
+      schema: {
+        type: "string",
+        format: "binary",
+        contentMediaType: type,
+        description: r.binaryBody?.description,
+      },
     };
   }
   if (Object.keys(content).length > 0) op.requestBody = { required: !!r.binaryBody, content };

@@ -153,6 +153,11 @@ export class HostHub {
     return this.sessions.get(hostId)?.isOpen ?? false;
   }
 
+  /** Closes a host's stream now (its credential was revoked); a no-op when it is not connected. */
+  disconnect(hostId: string, reason: string): void {
+    this.sessions.get(hostId)?.close(reason);
+  }
+
   onlineCount(): number {
     return this.sessions.size;
   }

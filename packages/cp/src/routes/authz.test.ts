@@ -2,13 +2,15 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Api, deployed, startTestCp, type TestCp, upgradeStatus } from "../testing/harness.js";
 
 /**
- * The authorization matrix: every route of /v1/openapi.json against no token, a bad token, an
- * admin, an unscoped member, a member scoped to the project (shop), and a member scoped to
- * another project. Scoped tokens get 404 (never 403) for other projects' resources.
+ * The authorization matrix: every route of /v1/openapi.json against no token, a bad token, a
+ * revoked API token, a host credential sent as a bearer token, an admin, an unscoped member, a
+ * member scoped to the project (shop), and a member scoped to another project. Scoped tokens get
+ * 404 (never 403) for other projects' resources. A host credential opens the host stream and
+ * nothing else; public routes do not read the Authorization header at all.
  */
 
-type Who = "none" | "bad" | "admin" | "member" | "scoped" | "other";
-const WHO: Who[] = ["none", "bad", "other", "member", "scoped", "admin"];
+type Who = "none" | "bad" | "revoked" | "host" | "admin" | "member" | "scoped" | "other";
+const WHO: Who[] = ["none", "bad", "revoked", "host", "other", "member", "scoped", "admin"];
 type Access = "public" | "token" | "scoped" | "admin" | "host";
 
 interface Req {
@@ -24,10 +26,13 @@ interface Case {
   req: (who: Who) => Req | Promise<Req>;
 }
 
+/** The error code of each refusal status (docs/reference/api.md, "Errors"). */
+const REFUSAL_CODE: Record<number, string> = { 401: "unauthorized", 403: "forbidden", 404: "not_found" };
+
 function expected(access: Access, who: Who, ok: number): number {
   if (access === "public") return ok;
-  if (access === "host") return 401;
-  if (who === "none" || who === "bad") return 401;
+  if (access === "host") return who === "host" ? ok : 401;
+  if (who === "none" || who === "bad" || who === "revoked" || who === "host") return 401;
   if (access === "admin") return who === "admin" ? ok : 403;
   if (access === "scoped" && who === "other") return 404;
   return ok;
@@ -52,10 +57,23 @@ describe("authorization matrix", () => {
     api.member = t.admin.as(await token({ name: "member" }));
     api.scoped = t.admin.as(await token({ name: "shop-ci", project: "shop" }));
     api.other = t.admin.as(await token({ name: "other-ci", project: "other" }));
+    const revoked = (await t.admin.post("/v1/tokens", { name: "revoked" })).body;
+    await t.admin.del(`/v1/tokens/${revoked.id}`);
+    api.revoked = t.admin.as(revoked.token);
+    // A host that joined but is not connected: its credential opens a stream of its own.
+    api.host = t.admin.as((await joinHost()).credential);
   });
   afterAll(() => t.close());
 
   const admin = () => t.admin;
+  /** A host joined through the API (never connected), for the routes that act on one. */
+  const joinHost = async (name?: string) => {
+    const token = (await admin().post("/v1/targets/local/join-tokens", {})).body.token;
+    return (await admin().post("/v1/hosts/join", { token, ...(name ? { name } : {}) })).body as {
+      host_id: string;
+      credential: string;
+    };
+  };
   const CASES: Record<string, Case> = {
     "GET /healthz": { access: "public", ok: 200, req: () => ({ path: "/healthz" }) },
     "GET /metrics": { access: "public", ok: 200, req: () => ({ path: "/metrics" }) },
@@ -237,7 +255,29 @@ describe("authorization matrix", () => {
         body: { token: (await admin().post("/v1/targets/local/join-tokens", {})).body.token },
       }),
     },
+    "GET /v1/targets/{target}/join-tokens": {
+      access: "admin",
+      ok: 200,
+      req: () => ({ path: "/v1/targets/local/join-tokens" }),
+    },
+    "DELETE /v1/targets/{target}/join-tokens/{id}": {
+      access: "admin",
+      ok: 204,
+      req: async () => ({
+        path: `/v1/targets/local/join-tokens/${(await admin().post("/v1/targets/local/join-tokens", {})).body.id}`,
+      }),
+    },
     "GET /v1/hosts": { access: "token", ok: 200, req: () => ({ path: "/v1/hosts" }) },
+    "POST /v1/hosts/{id}/drain": {
+      access: "admin",
+      ok: 200,
+      req: async (w) => ({ path: `/v1/hosts/${(await joinHost(`drain-${w}`)).host_id}/drain` }),
+    },
+    "DELETE /v1/hosts/{id}": {
+      access: "admin",
+      ok: 200,
+      req: async (w) => ({ path: `/v1/hosts/${(await joinHost(`rm-${w}`)).host_id}` }),
+    },
     "GET /v1/hosts/stream": { access: "host", ok: 101, req: () => ({ path: "/v1/hosts/stream", ws: true }) },
   };
 
@@ -251,28 +291,42 @@ describe("authorization matrix", () => {
     expect(routes.sort()).toEqual(Object.keys(CASES).sort());
   });
 
-  it("answers each caller as designed", async () => {
+  it("answers each caller as designed, every refusal with the documented code", async () => {
     const outcomes: string[] = [];
+    let refused = 0;
     for (const [key, c] of Object.entries(CASES)) {
       const method = key.split(" ")[0] as string;
       for (const who of WHO) {
         const want = expected(c.access, who, c.ok);
         const r = await c.req(who);
         let status: number;
+        let body: { error?: { code?: string } } | undefined;
         if (r.ws) {
           const token = api[who].token;
-          status = (
-            await upgradeStatus(`${t.url}${r.path}`, token ? { authorization: `Bearer ${token}` } : {})
-          ).status;
-        } else if (r.tar) {
-          status = (await api[who].upload(method, r.path, Buffer.from("tar"))).status;
+          const u = await upgradeStatus(
+            `${t.url}${r.path}`,
+            token ? { authorization: `Bearer ${token}` } : {},
+          );
+          status = u.status;
+          body = u.body ? (JSON.parse(u.body) as typeof body) : undefined;
         } else {
-          status = (await api[who].call(method, r.path, r.body)).status;
+          const res = r.tar
+            ? await api[who].upload(method, r.path, Buffer.from("tar"))
+            : await api[who].call(method, r.path, r.body);
+          status = res.status;
+          body = res.body;
         }
         if (status !== want) outcomes.push(`${key} as ${who}: ${status}, expected ${want}`);
+        else if (want >= 400 && body?.error?.code !== REFUSAL_CODE[want])
+          outcomes.push(
+            `${key} as ${who}: ${want} with code ${body?.error?.code}, expected ${REFUSAL_CODE[want]}`,
+          );
+        if (want >= 400) refused++;
       }
     }
     expect(outcomes).toEqual([]);
+    // Every route but the public ones and the stream refuses the host credential and the revoked token.
+    expect(refused).toBeGreaterThan(Object.keys(CASES).length * 4);
   });
 
   it("a scoped token sees only its project, and another project's names do not leak", async () => {

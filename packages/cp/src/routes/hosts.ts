@@ -1,6 +1,9 @@
-import { HostList, JoinRequest, JoinResponse } from "@denv/spec";
+import { Host, HostList, JoinRequest, JoinResponse, RemovedHost } from "@denv/spec";
+import { z } from "zod";
 import { type Route, route } from "../http/route.js";
 import type { Services } from "../services/container.js";
+
+const HostParams = z.object({ id: z.string() });
 
 export function hostRoutes(s: Services): Route[] {
   return [
@@ -19,11 +22,45 @@ export function hostRoutes(s: Services): Route[] {
       kind: "json",
       method: "GET",
       path: "/v1/hosts",
-      summary: "List hosts",
+      summary:
+        "List hosts: all of them for an admin, the hosts its projects' environments use for other tokens",
       tag: "hosts",
       auth: "token",
       responses: [{ status: 200, description: "The hosts", schema: HostList }],
-      handler: async () => ({ status: 200, body: { hosts: await s.hosts.list() } }),
+      handler: async ({ principal }) => ({ status: 200, body: { hosts: await s.hosts.list(principal) } }),
+    }),
+    route({
+      kind: "json",
+      method: "POST",
+      path: "/v1/hosts/:id/drain",
+      summary: "Drain a host: placement never picks it again; its environments and versions stay",
+      tag: "hosts",
+      auth: "admin",
+      params: HostParams,
+      responses: [{ status: 200, description: "The host, draining", schema: Host }],
+      handler: async ({ principal, params }) => ({
+        status: 200,
+        body: await s.hosts.drain(principal, params.id),
+      }),
+    }),
+    route({
+      kind: "json",
+      method: "DELETE",
+      path: "/v1/hosts/:id",
+      summary:
+        "Remove a host and revoke its credential (its stream closes now); refused while it holds environments unless force",
+      tag: "hosts",
+      auth: "admin",
+      params: HostParams,
+      query: z.object({
+        /** Remove it even though it holds environments: they are marked failed. */
+        force: z.stringbool().optional(),
+      }),
+      responses: [{ status: 200, description: "What the removal did", schema: RemovedHost }],
+      handler: async ({ principal, params, query }) => ({
+        status: 200,
+        body: await s.hosts.remove(principal, params.id, query.force === true),
+      }),
     }),
     route({
       kind: "websocket",

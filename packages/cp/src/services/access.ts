@@ -23,6 +23,8 @@ export const NotFound = {
   token: (id: string) => new DenvError("not_found", `token ${id} not found`),
   target: (name: string) => new DenvError("not_found", `target ${name} not found`),
   sandbox: (id: string) => new DenvError("not_found", `sandbox ${id} not found`),
+  host: (id: string) => new DenvError("not_found", `host ${id} not found`),
+  joinToken: (id: string) => new DenvError("not_found", `join token ${id} not found`),
 };
 
 export function requireAdmin(p: Principal): void {

@@ -1,6 +1,6 @@
 import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { dirname } from "node:path";
-import { ApiToken, type CreateApiToken, checkName, DenvError } from "@denv/spec";
+import { ApiToken, type CreateApiToken, checkName, DenvError, HostMessages } from "@denv/spec";
 import type { z } from "zod";
 import { hashSecret, newId, newSecret, nowIso, SecretPrefix } from "../ids.js";
 import type { TokenRecord } from "../store/records.js";
@@ -30,6 +30,8 @@ export class AuthService {
     if (!m?.[1]) {
       throw new DenvError("unauthorized", "missing API token: send 'Authorization: Bearer <token>'");
     }
+    if (m[1].startsWith(SecretPrefix.host))
+      throw new DenvError("unauthorized", HostMessages.credentialNotApiToken);
     const token = await this.store.tokenByHash(hashSecret(m[1]));
     if (!token) throw new DenvError("unauthorized", "API token is not valid");
     return {

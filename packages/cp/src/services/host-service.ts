@@ -2,18 +2,42 @@ import {
   DenvError,
   type HelloFrame,
   type Host,
+  HostMessages,
   type JoinRequest,
   JoinResponse,
   JoinTokenMessages,
   NAME_PATTERN,
+  RemovedHost,
 } from "@denv/spec";
 import type { z } from "zod";
 import type { HostLifecycle } from "../hub/hub.js";
 import { hashSecret, newSecret, nowIso, randomToken, SecretPrefix } from "../ids.js";
 import type { Log } from "../log.js";
-import type { HostRecord } from "../store/records.js";
+import type { HostRecord, JoinTokenRecord } from "../store/records.js";
 import type { Store } from "../store/store.js";
+import { canSee, NotFound, type Principal, requireAdmin } from "./access.js";
 import { presentHost } from "./present.js";
+
+/**
+ * The hosts a principal may list: all of them for an admin; for any other token, the hosts that
+ * environments of the projects it may see run on (a scoped token: its project's). The host
+ * inventory (idle machines, their labels and capacity) is the operator's, not a project's.
+ */
+export async function visibleHosts(store: Store, p: Principal): Promise<HostRecord[]> {
+  const hosts = await store.listHosts();
+  if (p.role === "admin") return hosts;
+  const envs = await store.listEnvironments(p.project === undefined ? {} : { project: p.project });
+  const used = new Set(envs.filter((e) => canSee(p, e.project)).map((e) => e.hostId));
+  return hosts.filter((h) => used.has(h.id));
+}
+
+/** Why a join token joins no host, or undefined when it may. */
+function joinRefusal(token: JoinTokenRecord): string | undefined {
+  if (token.revokedAt !== undefined) return JoinTokenMessages.revoked;
+  if (Date.parse(token.expiresAt) <= Date.now()) return JoinTokenMessages.expired;
+  if (token.usesLeft <= 0) return JoinTokenMessages.usedUp;
+  return undefined;
+}
 
 /**
  * Hosts: joining with a join token, authenticating the stream with the host credential, and
@@ -24,6 +48,8 @@ export class HostService implements HostLifecycle {
   constructor(
     private readonly store: Store,
     private readonly log: Log,
+    /** Closes a host's stream now (the hub's; the hub takes this service as its lifecycle). */
+    private readonly disconnect: (hostId: string, reason: string) => void,
   ) {}
 
   async join(req: z.output<typeof JoinRequest>): Promise<z.output<typeof JoinResponse>> {
@@ -35,10 +61,12 @@ export class HostService implements HostLifecycle {
     if (!token || (req.target !== undefined && req.target !== token.target)) {
       throw new DenvError("unauthorized", JoinTokenMessages.invalid);
     }
-    if (Date.parse(token.expiresAt) <= Date.now())
-      throw new DenvError("unauthorized", JoinTokenMessages.expired);
-    if (token.usesLeft <= 0 || !(await this.store.consumeJoinToken(token.id))) {
-      throw new DenvError("unauthorized", JoinTokenMessages.usedUp);
+    const refusal = joinRefusal(token);
+    if (refusal !== undefined) throw new DenvError("unauthorized", refusal);
+    if (!(await this.store.consumeJoinToken(token.id))) {
+      // Another join took the last use, or an admin revoked it, since it was read.
+      const now = await this.store.joinTokenByHash(token.hash);
+      throw new DenvError("unauthorized", (now && joinRefusal(now)) ?? JoinTokenMessages.usedUp);
     }
     const credential = newSecret(SecretPrefix.host);
     const host: HostRecord = {
@@ -58,14 +86,62 @@ export class HostService implements HostLifecycle {
   async authenticate(header: string | undefined): Promise<HostRecord> {
     const m = /^Bearer\s+(denvh_\S+)$/i.exec(header ?? "");
     const host = m?.[1] ? await this.store.hostByCredentialHash(hashSecret(m[1])) : undefined;
-    if (!host)
-      throw new DenvError("unauthorized", "host credential is not valid: join again with denvd join");
+    if (!host) throw new DenvError("unauthorized", HostMessages.credentialInvalid);
     return host;
   }
 
-  async list(): Promise<Host[]> {
-    const [hosts, counts] = await Promise.all([this.store.listHosts(), this.store.countEnvironmentsByHost()]);
+  async list(p: Principal): Promise<Host[]> {
+    const [hosts, counts] = await Promise.all([
+      visibleHosts(this.store, p),
+      this.store.countEnvironmentsByHost(),
+    ]);
     return hosts.map((h) => presentHost(h, counts.get(h.id) ?? 0));
+  }
+
+  /** Placement never picks the host again; what it runs and holds stays where it is. */
+  async drain(p: Principal, id: string): Promise<Host> {
+    requireAdmin(p);
+    if (!(await this.store.drainHost(id, nowIso()))) throw NotFound.host(id);
+    this.log.info("host draining", { host: id });
+    return this.present(id);
+  }
+
+  /**
+   * Forgets a host and revokes its credential: its stream closes now and a reconnect gets 401.
+   * Refused while it holds environments unless `force`; forced, they are marked failed and left
+   * on no host (destroying one then just forgets it). Versions whose snapshots live on it are
+   * forgotten: nothing can restore them. Each step can be retried: the host row goes last, after
+   * a drain that keeps placement away meanwhile.
+   */
+  async remove(p: Principal, id: string, force: boolean): Promise<z.output<typeof RemovedHost>> {
+    requireAdmin(p);
+    if (!(await this.store.getHost(id))) throw NotFound.host(id);
+    const envs = await this.store.listEnvironments({ hostId: id });
+    if (envs.length > 0 && !force)
+      throw new DenvError("conflict", HostMessages.holdsEnvironments(id, envs.length));
+    await this.store.drainHost(id, nowIso());
+    const at = nowIso();
+    for (const env of envs) {
+      const { hostId: _host, hostEnv: _hostEnv, ...rest } = env;
+      await this.store.putEnvironment({
+        ...rest,
+        status: "failed",
+        evidence: { ...env.evidence, removed: { at, host: id, reason: `host ${id} was removed` } },
+        updatedAt: at,
+      });
+    }
+    const versions: string[] = [];
+    for (const project of await this.store.listProjects()) {
+      for (const v of await this.store.listVersions(project.name)) {
+        if (v.host_id !== id) continue;
+        await this.store.deleteVersion(v.id);
+        versions.push(v.id);
+      }
+    }
+    await this.store.deleteHost(id);
+    this.disconnect(id, `host ${id} was removed`);
+    this.log.warn("host removed", { host: id, environments: envs.length, versions: versions.length });
+    return RemovedHost.parse({ id, environments: envs.map((e) => e.id), versions });
   }
 
   async online(hostId: string, hello: HelloFrame): Promise<void> {
@@ -110,6 +186,12 @@ export class HostService implements HostLifecycle {
     for (const h of await this.store.listHosts()) {
       if (h.status === "online") await this.store.updateHost({ ...h, status: "offline" });
     }
+  }
+
+  private async present(id: string): Promise<Host> {
+    const [host, counts] = await Promise.all([this.store.getHost(id), this.store.countEnvironmentsByHost()]);
+    if (!host) throw NotFound.host(id);
+    return presentHost(host, counts.get(id) ?? 0);
   }
 
   private async freeHostId(name: string | undefined): Promise<string> {

@@ -62,6 +62,7 @@ export function presentHost(h: HostRecord, environments: number): Host {
     labels: h.labels,
     ...(h.capacity ? { capacity: h.capacity } : {}),
     environments,
+    draining: h.drainingAt !== undefined,
     ...(h.lastSeenAt ? { last_seen_at: h.lastSeenAt } : {}),
     created_at: h.createdAt,
   });

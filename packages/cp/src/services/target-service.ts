@@ -9,9 +9,26 @@ import {
 } from "@denv/spec";
 import type { z } from "zod";
 import { hashSecret, newId, newSecret, nowIso, SecretPrefix } from "../ids.js";
+import type { JoinTokenRecord } from "../store/records.js";
 import type { Store } from "../store/store.js";
 import { NotFound, type Principal, requireAdmin } from "./access.js";
+import { visibleHosts } from "./host-service.js";
 import { presentTarget } from "./present.js";
+
+type JoinTokenOut = z.output<typeof JoinToken>;
+
+/** The secret is given only when the token is created. */
+function presentJoinToken(t: JoinTokenRecord, secret?: string): JoinTokenOut {
+  return JoinToken.parse({
+    id: t.id,
+    target: t.target,
+    ...(secret ? { token: secret } : {}),
+    uses_left: t.usesLeft,
+    expires_at: t.expiresAt,
+    ...(t.revokedAt ? { revoked_at: t.revokedAt } : {}),
+    created_at: t.createdAt,
+  });
+}
 
 /** The target every control plane has from its first start. */
 export const LOCAL_TARGET = "local";
@@ -35,8 +52,23 @@ export class TargetService {
     return presentTarget(record);
   }
 
-  async list(): Promise<Target[]> {
-    return (await this.store.listTargets()).map(presentTarget);
+  /** All targets for an admin; for other tokens, those of the hosts they may list. */
+  async list(p: Principal): Promise<Target[]> {
+    const targets = await this.store.listTargets();
+    if (p.role === "admin") return targets.map(presentTarget);
+    const used = new Set((await visibleHosts(this.store, p)).map((h) => h.target));
+    return targets.filter((t) => used.has(t.name)).map(presentTarget);
+  }
+
+  async listJoinTokens(p: Principal, target: string): Promise<JoinTokenOut[]> {
+    await this.requireTarget(p, target);
+    return (await this.store.listJoinTokens(target)).map((t) => presentJoinToken(t));
+  }
+
+  /** Revoked tokens join no more hosts; hosts that joined with one keep their credentials. */
+  async revokeJoinToken(p: Principal, target: string, id: string): Promise<void> {
+    await this.requireTarget(p, target);
+    if (!(await this.store.revokeJoinToken(target, id, nowIso()))) throw NotFound.joinToken(id);
   }
 
   /** A join token for `target`: `denvj_<random>`, hashed at rest, expiring, with a use count. */
@@ -44,9 +76,8 @@ export class TargetService {
     p: Principal,
     target: string,
     req: z.output<typeof CreateJoinToken>,
-  ): Promise<z.output<typeof JoinToken>> {
-    requireAdmin(p);
-    if (!(await this.store.getTarget(target))) throw NotFound.target(target);
+  ): Promise<JoinTokenOut> {
+    await this.requireTarget(p, target);
     const secret = newSecret(SecretPrefix.join);
     const record = {
       id: newId("jt"),
@@ -57,13 +88,11 @@ export class TargetService {
       createdAt: nowIso(),
     };
     await this.store.createJoinToken(record);
-    return JoinToken.parse({
-      id: record.id,
-      target,
-      token: secret,
-      uses_left: record.usesLeft,
-      expires_at: record.expiresAt,
-      created_at: record.createdAt,
-    });
+    return presentJoinToken(record, secret);
+  }
+
+  private async requireTarget(p: Principal, target: string): Promise<void> {
+    requireAdmin(p);
+    if (!(await this.store.getTarget(target))) throw NotFound.target(target);
   }
 }

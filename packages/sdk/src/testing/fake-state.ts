@@ -24,6 +24,15 @@ export interface TokenInfo {
   project?: string;
 }
 
+export interface JoinTokenRecord {
+  id: string;
+  target: string;
+  uses_left: number;
+  expires_at: string;
+  revoked_at?: string;
+  created_at: string;
+}
+
 export type LogEvent = { event: "phase" | "log" | "done"; data: unknown };
 
 interface DeploymentRecord {
@@ -48,6 +57,8 @@ export class FakeState {
   readonly versions = new Map<string, Version>();
   readonly targets = new Map<string, Target>();
   readonly hosts = new Map<string, Host>();
+  /** Join tokens as they are listed (without their secrets), by id. */
+  readonly joinTokens = new Map<string, JoinTokenRecord>();
   readonly deployments = new Map<string, DeploymentRecord>();
   /** Names of the files of the last deploy upload, for tests to inspect. */
   lastUpload: string[] = [];
@@ -76,6 +87,7 @@ export class FakeState {
       version: "0.1.0",
       labels: {},
       environments: 0,
+      draining: false,
       created_at: now(),
     });
   }
