@@ -1,7 +1,7 @@
 import websocket from "@fastify/websocket";
 import Fastify, { type FastifyInstance } from "fastify";
 import { installCors } from "./http/cors.js";
-import { installErrorHandler } from "./http/errors.js";
+import { frameworkError, installErrorHandler } from "./http/errors.js";
 import { buildOpenApi } from "./http/openapi.js";
 import { registerRoutes } from "./http/register.js";
 import type { Route } from "./http/route.js";
@@ -32,7 +32,12 @@ const MAX_WS_MESSAGE = 16 * 1024 * 1024;
  * Builds the HTTP app from options only (no process.env): tests start it in-process on port 0.
  */
 export async function buildApp(o: AppOptions): Promise<App> {
-  const fastify = Fastify({ logger: false, bodyLimit: 16 * 1024 * 1024, forceCloseConnections: true });
+  const fastify = Fastify({
+    logger: false,
+    bodyLimit: 16 * 1024 * 1024,
+    forceCloseConnections: true,
+    frameworkErrors: frameworkError,
+  });
   await fastify.register(websocket, { options: { maxPayload: MAX_WS_MESSAGE } });
   installErrorHandler(fastify, o.log);
   installCors(fastify, o.corsOrigins);

@@ -1,5 +1,5 @@
 import { DenvError, ErrorResponse } from "@denv/spec";
-import type { FastifyError, FastifyInstance } from "fastify";
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { ZodError } from "zod";
 import { errorMessage, type Log } from "../log.js";
 
@@ -36,6 +36,15 @@ export function toErrorResponse(err: unknown): { status: number; body: ErrorResp
     status: 500,
     body: { error: { code: "internal", message: "internal error: see the control plane's log" } },
   };
+}
+
+/**
+ * Fastify's `frameworkErrors`: what its router refuses before any route runs (a malformed URL, a
+ * path parameter over the length limit) answers in the same shape as everything else.
+ */
+export function frameworkError(err: FastifyError, _req: FastifyRequest, reply: FastifyReply): void {
+  const { status, body } = toErrorResponse(err);
+  void reply.code(status).type("application/json").send(ErrorResponse.parse(body));
 }
 
 /** The one place errors become HTTP: DenvError -> its status and {error:{code,message}}. */

@@ -1,5 +1,5 @@
 import type { Readable } from "node:stream";
-import { DenvError } from "@denv/spec";
+import { ControlPlaneMessages, DenvError } from "@denv/spec";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { z } from "zod";
 import type { Principal } from "../services/access.js";
@@ -82,9 +82,12 @@ export function registerRoutes(app: FastifyInstance, routes: readonly Route[], a
       app.route({
         method: "GET",
         url: r.path,
-        websocket: true,
         preValidation,
-        handler: (socket, req) => r.handler(socket, ctxOf(req) as never),
+        wsHandler: (socket, req) => r.handler(socket, ctxOf(req) as never),
+        // A plain GET (no upgrade) gets an answer in the API's error shape, not an empty 404.
+        handler: async () => {
+          throw new DenvError("invalid_request", ControlPlaneMessages.notAnUpgrade(r.path));
+        },
       });
       continue;
     }

@@ -8,6 +8,13 @@ import { DEPLOYMENT_RESPONSES, deploymentReply, WaitQuery } from "./common.js";
 
 const SSE_KEEPALIVE_MS = 15_000;
 
+/** One server-sent event of a deployment's log, as the wire frames it (`data` is JSON text). */
+const LogEvent = z.object({
+  id: z.string().optional(),
+  event: z.enum(["phase", "log", "done"]),
+  data: z.string(),
+});
+
 export function deploymentRoutes(s: Services): Route[] {
   return [
     route({
@@ -84,6 +91,7 @@ export function deploymentRoutes(s: Services): Route[] {
           status: 200,
           description: "Events `phase` (Phase), `log` ({line}), `done` (Deployment); each with id = sequence",
           contentType: "text/event-stream",
+          schema: LogEvent,
         },
       ],
       handler: async ({ principal, params, req, reply }) => {
