@@ -1,3 +1,5 @@
+import { BlockList, isIP } from "node:net";
+import { DenvdMessages } from "@denv/spec";
 import { z } from "zod";
 
 /**
@@ -41,6 +43,8 @@ export const DenvdConfig = z.object({
   json: z.boolean().default(false),
   /** join: replace an existing host.json. */
   force: z.boolean().default(false),
+  /** Accept a plain http:// control plane off this machine (DENVD_INSECURE, --insecure). */
+  insecure: z.boolean().default(false),
 });
 export type DenvdConfig = z.infer<typeof DenvdConfig>;
 
@@ -55,6 +59,7 @@ export interface Flags {
   name?: string;
   json?: boolean;
   force?: boolean;
+  insecure?: boolean;
 }
 
 export class ConfigError extends Error {
@@ -70,7 +75,16 @@ const SOURCES: Record<string, string> = {
   url: "--url / DENVD_URL",
   joinToken: "--token / DENVD_TOKEN",
   name: "--name / DENVD_NAME",
+  insecure: "--insecure / DENVD_INSECURE",
 };
+
+/** DENVD_INSECURE: 1/true/yes or 0/false/no (anything else is refused, not guessed). */
+function parseBool(value: string | undefined): boolean | string | undefined {
+  if (value === undefined || value === "") return undefined;
+  if (/^(1|true|yes)$/i.test(value)) return true;
+  if (/^(0|false|no)$/i.test(value)) return false;
+  return value;
+}
 
 export function loadConfig(flags: Flags, env: Readonly<Record<string, string | undefined>>): DenvdConfig {
   const nonEmpty = (v: string | undefined) => (v === undefined || v === "" ? undefined : v);
@@ -87,6 +101,7 @@ export function loadConfig(flags: Flags, env: Readonly<Record<string, string | u
     name: flags.name ?? nonEmpty(env.DENVD_NAME),
     json: flags.json ?? false,
     force: flags.force ?? false,
+    insecure: flags.insecure ?? parseBool(env.DENVD_INSECURE),
   };
   const parsed = DenvdConfig.safeParse(raw);
   if (!parsed.success) {
@@ -102,4 +117,26 @@ export function loadConfig(flags: Flags, env: Readonly<Record<string, string | u
 /** The configuration as it may be logged: secrets replaced. */
 export function redact(config: DenvdConfig): Record<string, unknown> {
   return { ...config, joinToken: config.joinToken ? "[redacted]" : undefined };
+}
+
+const LOOPBACK = new BlockList();
+LOOPBACK.addSubnet("127.0.0.0", 8, "ipv4");
+LOOPBACK.addAddress("::1", "ipv6");
+
+/** This machine: 127.0.0.0/8, ::1 (in any spelling) and the name localhost. */
+export function isLoopback(hostname: string): boolean {
+  const host = hostname.replace(/^\[|\]$/g, "").toLowerCase();
+  if (host === "localhost") return true;
+  const family = isIP(host);
+  return family !== 0 && LOOPBACK.check(host, family === 4 ? "ipv4" : "ipv6");
+}
+
+/**
+ * Why denvd will not talk to `url`: plain http:// to another machine would carry the join token
+ * and the host credential in clear text. undefined when it may (https, loopback, or `insecure`).
+ */
+export function insecureUrlRefusal(url: string, insecure: boolean): string | undefined {
+  const parsed = new URL(url);
+  if (parsed.protocol !== "http:" || insecure || isLoopback(parsed.hostname)) return undefined;
+  return DenvdMessages.insecureUrl(url);
 }

@@ -26,6 +26,7 @@ const VERBS = {
       name: { type: "string" },
       label: { type: "string", multiple: true },
       force: { type: "boolean" },
+      insecure: { type: "boolean" },
     },
   },
   run: {
@@ -35,6 +36,7 @@ const VERBS = {
       store: { type: "string" },
       label: { type: "string", multiple: true },
       url: { type: "string" },
+      insecure: { type: "boolean" },
     },
   },
   status: { options: common },

@@ -1,5 +1,6 @@
+import { DenvdMessages } from "@denv/spec";
 import { describe, expect, it } from "vitest";
-import { ConfigError, loadConfig, redact } from "../config.js";
+import { ConfigError, insecureUrlRefusal, isLoopback, loadConfig, redact } from "../config.js";
 
 describe("denvd configuration", () => {
   it("has defaults for a systemd host", () => {
@@ -45,5 +46,46 @@ describe("denvd configuration", () => {
   it("never shows the join token when the config is logged", () => {
     const c = loadConfig({ token: "s3cret" }, {});
     expect(JSON.stringify(redact(c))).not.toContain("s3cret");
+  });
+
+  it("refuses plain http:// to another machine in one line naming the URL and the flag", () => {
+    for (const url of [
+      "http://cp.example:8420",
+      "http://10.0.0.5",
+      "http://[2001:db8::1]:8420",
+      "http://128.0.0.1",
+    ]) {
+      const refusal = insecureUrlRefusal(url, false);
+      expect(refusal).toBe(DenvdMessages.insecureUrl(url));
+      expect(refusal).toContain(url);
+      expect(refusal).toContain("--insecure");
+      expect(refusal).not.toContain("\n");
+    }
+    expect(DenvdMessages.insecureUrl("http://cp.example:8420")).toBe(
+      "refused: http://cp.example:8420 is plain http:// to a machine other than this one, so the join token and the host credential would cross the network unencrypted; use https://, or pass --insecure (DENVD_INSECURE=1) to accept it",
+    );
+  });
+
+  it("accepts https, http to loopback, and plain http with --insecure or DENVD_INSECURE", () => {
+    for (const url of [
+      "https://cp.example",
+      "https://10.0.0.5:8420",
+      "http://127.0.0.1:8420",
+      "http://127.42.0.9",
+      "http://localhost:8420",
+      "http://LOCALHOST",
+      "http://[::1]:8420",
+      "http://[0:0:0:0:0:0:0:1]",
+    ]) {
+      expect(insecureUrlRefusal(url, false), url).toBeUndefined();
+    }
+    expect(insecureUrlRefusal("http://cp.example", true)).toBeUndefined();
+    expect(isLoopback("localhost.example")).toBe(false);
+    expect(isLoopback("::2")).toBe(false);
+    expect(loadConfig({}, {}).insecure).toBe(false);
+    expect(loadConfig({ insecure: true }, {}).insecure).toBe(true);
+    expect(loadConfig({}, { DENVD_INSECURE: "1" }).insecure).toBe(true);
+    expect(loadConfig({}, { DENVD_INSECURE: "false" }).insecure).toBe(false);
+    expect(() => loadConfig({}, { DENVD_INSECURE: "maybe" })).toThrow(/--insecure \/ DENVD_INSECURE/);
   });
 });

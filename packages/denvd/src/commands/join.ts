@@ -1,7 +1,7 @@
 import { access } from "node:fs/promises";
 import { ErrorResponse, ExitCodes, JoinRequest, JoinResponse } from "@denv/spec";
 import { hostFilePath, readHostFile, writeHostFile } from "../agent/host-file.js";
-import type { DenvdConfig } from "../config.js";
+import { type DenvdConfig, insecureUrlRefusal } from "../config.js";
 import type { Output } from "./output.js";
 
 /**
@@ -12,9 +12,11 @@ import type { Output } from "./output.js";
 export async function join(config: DenvdConfig, out: Output): Promise<number> {
   if (!config.url)
     return out.fail("join needs --url URL (or DENVD_URL): the control plane's address", ExitCodes.usage);
+  const refusal = insecureUrlRefusal(config.url, config.insecure);
+  if (refusal) return out.fail(refusal, ExitCodes.usage);
   if (!config.joinToken)
     return out.fail(
-      "join needs --token JOIN_TOKEN (or DENVD_TOKEN): create one with `denv hosts token`",
+      "join needs --token JOIN_TOKEN (or DENVD_TOKEN): create one with `denv join-token create`",
       ExitCodes.usage,
     );
   const path = hostFilePath(config.stateDir);

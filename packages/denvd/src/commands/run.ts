@@ -2,7 +2,7 @@ import { ExitCodes } from "@denv/spec";
 import { startDaemon } from "../agent/daemon.js";
 import { readHostFile } from "../agent/host-file.js";
 import type { Log } from "../agent/log.js";
-import { type DenvdConfig, redact } from "../config.js";
+import { type DenvdConfig, insecureUrlRefusal, redact } from "../config.js";
 import { Runtime } from "../runtime/runtime.js";
 import type { Output } from "./output.js";
 
@@ -13,6 +13,10 @@ import type { Output } from "./output.js";
 export async function run(config: DenvdConfig, out: Output, log: Log): Promise<number> {
   const host = await readHostFile(config.stateDir).catch((err: Error) => err);
   if (host instanceof Error) return out.fail(host.message);
+  const url = config.url ?? host.url;
+  // Checked before anything starts: the credential is sent with the first dial.
+  const refusal = insecureUrlRefusal(url, config.insecure);
+  if (refusal) return out.fail(refusal, ExitCodes.usage);
   // Installed first: a signal during start-up stops denvd once it is up, cleanly.
   const stopping = new Promise<NodeJS.Signals>((resolve) => {
     process.once("SIGTERM", () => resolve("SIGTERM"));
@@ -29,7 +33,7 @@ export async function run(config: DenvdConfig, out: Output, log: Log): Promise<n
   log("runtime open", { store: runtime.host.store.method });
   const daemon = await startDaemon({
     runtime,
-    host: { url: config.url ?? host.url, credential: host.credential },
+    host: { url, credential: host.credential },
     labels: config.labels,
     log,
   });

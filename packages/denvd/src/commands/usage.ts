@@ -2,8 +2,8 @@
 export const USAGE = `denvd: the denv sidecar (one per host; drives the local Docker Engine for the control plane)
 
 usage:
-  denvd join --url URL --token JOIN_TOKEN [--name NAME] [--label k=v]... [--state-dir DIR] [--force] [--json]
-  denvd run [--state-dir DIR] [--docker-socket PATH] [--store auto|btrfs|copy] [--label k=v]... [--url URL]
+  denvd join --url URL --token JOIN_TOKEN [--name NAME] [--label k=v]... [--state-dir DIR] [--force] [--insecure] [--json]
+  denvd run [--state-dir DIR] [--docker-socket PATH] [--store auto|btrfs|copy] [--label k=v]... [--url URL] [--insecure]
   denvd status [--state-dir DIR] [--json]
   denvd doctor [--state-dir DIR] [--docker-socket PATH] [--json]
   denvd --help | --version
@@ -16,4 +16,5 @@ environment (a flag wins over its variable):
   DENVD_URL            control plane URL (join; run: overrides host.json)
   DENVD_TOKEN          join token (join)
   DENVD_NAME           host name asked for at join
+  DENVD_INSECURE       1: accept a plain http:// URL of another machine (join, run)
 `;
