@@ -14,6 +14,8 @@ let env: Record<string, string>;
 let projectDir: string;
 /** The id of the deployment the deploy row made, for the rows that show it. */
 let deployment = "";
+/** The id of the join token the join-token create row made. */
+let joinTokenId = "";
 
 beforeAll(async () => {
   buildCli();
@@ -115,7 +117,33 @@ const CASES: [string[], number, (o: Record<string, unknown>) => void][] = [
   [
     ["join-token", "create", "--target", "local", "--uses", "2", "--ttl", "60"],
     0,
-    (o) => expect(o).toMatchObject({ uses_left: 2 }),
+    (o) => {
+      expect(o).toMatchObject({ uses_left: 2 });
+      joinTokenId = String(o.id);
+    },
+  ],
+  [
+    ["join-token", "list"],
+    0,
+    (o) => expect(o.join_tokens).toEqual([expect.objectContaining({ uses_left: 2 })]),
+  ],
+  [["join-token", "revoke", "JT"], 0, (o) => expect(o).toEqual({ revoked: joinTokenId, target: "local" })],
+  [
+    ["join-token", "revoke", "jt_nope", "--target", "nowhere"],
+    1,
+    (o) => expect(o.error).toMatchObject({ code: "not_found" }),
+  ],
+  [["hosts", "drain", "host-1"], 0, (o) => expect(o).toMatchObject({ id: "host-1", draining: true })],
+  [
+    ["hosts", "rm", "host-1"],
+    1,
+    (o) => expect(o.error).toMatchObject({ code: "conflict", message: expect.stringContaining("--force") }),
+  ],
+  [
+    ["hosts", "rm", "host-1", "--force"],
+    0,
+    (o) =>
+      expect(o).toMatchObject({ id: "host-1", environments: expect.arrayContaining(["quickstart/alpha"]) }),
   ],
   [
     ["env", "show", "quickstart/nope"],
@@ -154,6 +182,7 @@ describe("--json prints exactly one object", () => {
         TOKEN: fake.adminToken,
         DIR: path.join(projectDir, "quickstart"),
         DEP: deployment,
+        JT: joinTokenId,
       };
       const args = (CASES[i]?.[0] ?? []).map((a) => values[a] ?? a);
       // Before `--`: what follows it is exec's command.

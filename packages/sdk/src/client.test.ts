@@ -2,6 +2,7 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
+import { HostMessages } from "@denv/spec";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DenvApiError, DenvClient, DenvClientError, DenvUnreachableError, packTar } from "./index.js";
 import { type FakeControlPlane, startFakeControlPlane } from "./testing/fake-control-plane.js";
@@ -182,6 +183,20 @@ describe("DenvClient routes", () => {
     const jt = await admin.createJoinToken("local", { uses: 2 });
     expect(jt).toMatchObject({ target: "local", uses_left: 2, token: expect.stringMatching(/^join-/) });
     expect((await admin.listHosts())[0]).toMatchObject({ id: "host-1", status: "online" });
+    expect((await admin.listJoinTokens("local")).map((t) => t.id)).toEqual([jt.id]);
+    expect((await admin.listJoinTokens("local"))[0]?.token).toBeUndefined();
+    await admin.revokeJoinToken("local", jt.id);
+    expect((await admin.listJoinTokens("local"))[0]?.revoked_at).toEqual(expect.any(String));
+    expect(fake.requests).toContain(`DELETE /v1/targets/local/join-tokens/${jt.id}`);
+    expect(await admin.drainHost("host-1")).toMatchObject({ id: "host-1", draining: true });
+    await expect(admin.removeHost("host-1")).rejects.toMatchObject({
+      status: 409,
+      code: "conflict",
+      message: HostMessages.holdsEnvironments("host-1", 2),
+    });
+    expect(fake.requests).toContain("DELETE /v1/hosts/host-1");
+    await expect(admin.removeHost("nope", { force: true })).rejects.toMatchObject({ status: 404 });
+    expect(fake.requests).toContain("DELETE /v1/hosts/nope?force=true");
     expect(await admin.logs("quickstart/alpha", { service: "db", tail: 1 })).toEqual({
       stdout: "quickstart/alpha db line 3\n",
       stderr: "",

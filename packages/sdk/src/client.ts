@@ -15,13 +15,15 @@ import {
   FilesPutResponse,
   type ForkRequest,
   Health,
-  type Host,
+  Host,
   HostList,
   JoinToken,
+  JoinTokenList,
   LogsResponse,
   ProbeResult,
   Project,
   ProjectList,
+  RemovedHost,
   type RollbackRequest,
   SandboxList,
   Target,
@@ -50,6 +52,7 @@ type Output<S> = S extends { _zod: { output: infer O } } ? O : never;
 
 export type ApiTokenInfo = Output<typeof ApiToken>;
 export type JoinTokenInfo = Output<typeof JoinToken>;
+export type RemovedHostInfo = Output<typeof RemovedHost>;
 
 export interface DenvClientOptions {
   /** The control plane's URL, e.g. http://127.0.0.1:8420. */
@@ -334,8 +337,30 @@ export class DenvClient {
     return this.#http.json("POST", `/v1/targets/${enc(target)}/join-tokens`, JoinToken, { json: body });
   }
 
+  /** The target's join tokens, revoked ones included (never their secrets). */
+  async listJoinTokens(target: string): Promise<JoinTokenInfo[]> {
+    const path = `/v1/targets/${enc(target)}/join-tokens`;
+    return (await this.#http.json("GET", path, JoinTokenList)).join_tokens;
+  }
+
+  /** A revoked join token joins no more hosts; hosts that joined with it stay. */
+  revokeJoinToken(target: string, id: string): Promise<void> {
+    return this.#http.empty("DELETE", `/v1/targets/${enc(target)}/join-tokens/${enc(id)}`);
+  }
+
   async listHosts(): Promise<Host[]> {
     return (await this.#http.json("GET", "/v1/hosts", HostList)).hosts;
+  }
+
+  /** Placement never picks the host again; what it runs stays. */
+  drainHost(id: string): Promise<Host> {
+    return this.#http.json("POST", `/v1/hosts/${enc(id)}/drain`, Host);
+  }
+
+  /** Removes a host and revokes its credential; `force` also when it holds environments. */
+  removeHost(id: string, options: { force?: boolean } = {}): Promise<RemovedHostInfo> {
+    const query: Query = { force: options.force === true ? "true" : undefined };
+    return this.#http.json("DELETE", `/v1/hosts/${enc(id)}`, RemovedHost, { query });
   }
 
   async #operation(method: string, path: string, body: unknown, options: WaitOptions): Promise<Deployment> {

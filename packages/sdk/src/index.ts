@@ -10,6 +10,7 @@ export {
   type DeploySource,
   type FilesOptions,
   type JoinTokenInfo,
+  type RemovedHostInfo,
   type WaitOptions,
 } from "./client.js";
 export {

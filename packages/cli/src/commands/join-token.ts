@@ -1,5 +1,9 @@
 import type { CommandSpec, GroupSpec } from "../command.js";
-import { fields, when } from "../format.js";
+import { fields, table, when } from "../format.js";
+
+const TARGET_FLAG = {
+  target: { type: "string", value: "TARGET", description: "the target of the tokens (default local)" },
+} as const;
 
 const create: CommandSpec = {
   name: "join-token create",
@@ -39,8 +43,57 @@ Creates a join token for TARGET (default local). The token is printed once; on t
   },
 };
 
+const list: CommandSpec = {
+  name: "join-token list",
+  summary: "list a target's join tokens, revoked ones included (admin)",
+  args: "[--target TARGET]",
+  flags: TARGET_FLAG,
+  remote: true,
+  async run(ctx) {
+    ctx.args(0, 0, "");
+    const target = ctx.string("target") ?? "local";
+    const tokens = await ctx.client().listJoinTokens(target);
+    ctx.print({ join_tokens: tokens }, () =>
+      table(
+        ["ID", "TARGET", "USES LEFT", "EXPIRES", "REVOKED", "CREATED"],
+        tokens.map((t) => [
+          t.id,
+          t.target,
+          t.uses_left,
+          when(t.expires_at),
+          when(t.revoked_at),
+          when(t.created_at),
+        ]),
+        `no join tokens for target ${target}; create one with: denv join-token create --target ${target}`,
+      ),
+    );
+    return 0;
+  },
+};
+
+const revoke: CommandSpec = {
+  name: "join-token revoke",
+  summary: "revoke a join token: no more hosts join with it (admin)",
+  args: "ID [--target TARGET]",
+  description: `
+Revokes the join token ID of TARGET (default local); hosts that joined with it keep their
+credentials (remove one with: denv hosts rm HOST).`,
+  flags: TARGET_FLAG,
+  remote: true,
+  async run(ctx) {
+    const [id = ""] = ctx.args(1, 1, "ID");
+    const target = ctx.string("target") ?? "local";
+    await ctx.client().revokeJoinToken(target, id);
+    ctx.print(
+      { revoked: id, target },
+      `join token ${id} revoked: no more hosts join target ${target} with it`,
+    );
+    return 0;
+  },
+};
+
 export const joinToken: GroupSpec = {
   name: "join-token",
-  summary: "create join tokens for hosts",
-  subcommands: [create],
+  summary: "create, list and revoke join tokens for hosts",
+  subcommands: [create, list, revoke],
 };

@@ -85,3 +85,25 @@ export function requireScope(token: TokenInfo, project: string): void {
 export function requireAdmin(token: TokenInfo): void {
   if (token.role !== "admin") throw new DenvError("forbidden", "this route needs an admin token");
 }
+
+/** A route of the table: `:name` segments of the pattern become `ctx.params`, in order. */
+export function route(method: string, pattern: string, auth: Route["auth"], handler: Handler): Route {
+  return { method, pattern: new RegExp(`^${pattern.replace(/:[a-z]+/g, "([^/]+)")}$`), auth, handler };
+}
+
+/** A schema's parse, failing as the control plane does: 400 naming the field. */
+export function parse<T>(
+  schema: {
+    safeParse(
+      v: unknown,
+    ):
+      | { success: true; data: T }
+      | { success: false; error: { issues: { message: string; path: PropertyKey[] }[] } };
+  },
+  value: unknown,
+): T {
+  const r = schema.safeParse(value);
+  if (r.success) return r.data;
+  const issue = r.error.issues[0];
+  throw new DenvError("invalid_request", `${issue?.path.join(".") ?? ""}: ${issue?.message ?? "invalid"}`);
+}

@@ -6,7 +6,6 @@ import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import {
   CreateApiToken,
-  CreateJoinToken,
   CreateProject,
   CreateSandbox,
   DenvError,
@@ -14,31 +13,15 @@ import {
   ExecRequest,
   ForkRequest,
   RollbackRequest,
-  TargetKind,
 } from "@denv/spec";
 import { extractTar } from "../tar/tar-extract.js";
 import { packTar } from "../tar/tar-pack.js";
 import { checkExec, once, runFake } from "./fake-exec.js";
-import { type Ctx, type Route, readJson, readTar, requireScope, send } from "./fake-http.js";
+import { hostRoutes } from "./fake-host-routes.js";
+import { type Ctx, parse, type Route, readJson, readTar, requireScope, route, send } from "./fake-http.js";
 import type { FakeState, LogEvent } from "./fake-state.js";
 
 const now = () => new Date().toISOString();
-
-function parse<T>(
-  schema: {
-    safeParse(
-      v: unknown,
-    ):
-      | { success: true; data: T }
-      | { success: false; error: { issues: { message: string; path: PropertyKey[] }[] } };
-  },
-  value: unknown,
-): T {
-  const r = schema.safeParse(value);
-  if (r.success) return r.data;
-  const issue = r.error.issues[0];
-  throw new DenvError("invalid_request", `${issue?.path.join(".") ?? ""}: ${issue?.message ?? "invalid"}`);
-}
 
 /** The answer of a route that starts a deployment: 202, or 200 and the final state with ?wait=true. */
 async function answerDeployment(ctx: Ctx, d: Deployment): Promise<void> {
@@ -67,12 +50,7 @@ export function routes(state: FakeState, filesRoot: string): Route[] {
     requireScope(ctx.token, project);
     return state.environment(`${project}/${name}`);
   };
-  const r = (method: string, pattern: string, auth: Route["auth"], handler: Route["handler"]): Route => ({
-    method,
-    pattern: new RegExp(`^${pattern.replace(/:[a-z]+/g, "([^/]+)")}$`),
-    auth,
-    handler,
-  });
+  const r = route;
 
   return [
     r("GET", "/healthz", "none", (ctx) => send(ctx.res, 200, { ok: true })),
@@ -359,32 +337,7 @@ export function routes(state: FakeState, filesRoot: string): Route[] {
       send(ctx.res, 204);
     }),
 
-    r("POST", "/v1/targets", "admin", async (ctx) => {
-      const body = await readJson(ctx.req);
-      const kind = parse(TargetKind, body.kind);
-      if (kind !== "hosts")
-        throw new DenvError("invalid_request", `target kind ${kind} is not available yet`);
-      const name = String(body.name ?? "");
-      if (state.targets.has(name)) throw new DenvError("conflict", `target '${name}' exists`);
-      const target = { ...(state.targets.get("local") ?? ({} as never)), name, created_at: now() };
-      state.targets.set(name, target);
-      send(ctx.res, 201, target);
-    }),
-    r("GET", "/v1/targets", "token", (ctx) => send(ctx.res, 200, { targets: [...state.targets.values()] })),
-    r("POST", "/v1/targets/:t/join-tokens", "admin", async (ctx) => {
-      const target = ctx.params[0] ?? "";
-      if (!state.targets.has(target)) throw new DenvError("not_found", `target '${target}' does not exist`);
-      const body = parse(CreateJoinToken, await readJson(ctx.req));
-      send(ctx.res, 201, {
-        id: state.nextId("jt"),
-        target,
-        token: `join-${state.nextId("secret")}`,
-        uses_left: body.uses,
-        expires_at: new Date(Date.now() + body.ttl_sec * 1000).toISOString(),
-        created_at: now(),
-      });
-    }),
-    r("GET", "/v1/hosts", "token", (ctx) => send(ctx.res, 200, { hosts: [...state.hosts.values()] })),
+    ...hostRoutes(state),
   ];
 }
 
