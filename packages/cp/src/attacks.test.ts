@@ -35,7 +35,7 @@ describe("a rogue host", () => {
       expect(r.body.status).toBe("failed");
       expect(r.body.error.message).toMatch(
         new RegExp(
-          `^${escape(ControlPlaneMessages.wrongAnswer(host.id, "env.deploy", "XX")).replace("XX", ".*")}$`,
+          `^${escapeRegExp(ControlPlaneMessages.wrongAnswer(host.id, "env.deploy", "XX")).replace("XX", ".*")}$`,
         ),
       );
       expect((await t.admin.get("/v1/projects/victim/environments")).body.environments).toEqual([]);
@@ -87,6 +87,6 @@ describe("a rogue host", () => {
   });
 });
 
-function escape(text: string): string {
+function escapeRegExp(text: string): string {
   return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 }
