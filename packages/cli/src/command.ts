@@ -94,6 +94,7 @@ export function parseCommandArgs(
   for (const [name, flag] of Object.entries(allFlags(spec))) {
     options[name] = {
       type: flag.type,
+      // parseArgs refuses a `short` key that is present but undefined.
       ...(flag.short === undefined ? {} : { short: flag.short }),
       ...(flag.multiple === true ? { multiple: true } : {}),
     };

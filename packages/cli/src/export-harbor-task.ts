@@ -253,5 +253,5 @@ function sidecarCompose(
     }
     result[name] = svc;
   }
-  return { services: result, ...(doc.volumes !== undefined ? { volumes: doc.volumes } : {}) };
+  return { services: result, volumes: doc.volumes };
 }

@@ -53,7 +53,7 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
   const hub = new HostHub({
     lifecycle: hosts,
     log,
-    ...(options.heartbeatMs ? { heartbeatMs: options.heartbeatMs } : {}),
+    heartbeatMs: options.heartbeatMs || undefined,
   });
   const auth = new AuthService(store);
   const targets = new TargetService(store);

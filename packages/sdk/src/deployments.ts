@@ -40,7 +40,7 @@ export async function* deploymentEvents(
   const res = await http.send("GET", path, {
     accept: "text/event-stream",
     ...(afterSeq === undefined ? {} : { headers: { "last-event-id": String(afterSeq) } }),
-    ...(signal === undefined ? {} : { signal }),
+    signal,
   });
   if (res.body === null) return;
   const what = `GET ${path}`;

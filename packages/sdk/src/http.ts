@@ -89,12 +89,12 @@ export class Transport {
       res = await this.#fetch(this.href(path, init.query), {
         method,
         headers,
-        ...(body === undefined ? {} : { body }),
+        body,
         // A streamed request body needs half duplex in Node's fetch.
         ...(body !== undefined && typeof body !== "string" && !(body instanceof Uint8Array)
           ? { duplex: "half" as const }
           : {}),
-        ...(init.signal === undefined ? {} : { signal: init.signal }),
+        signal: init.signal,
       });
     } catch (err) {
       if (init.signal?.aborted === true) throw err;

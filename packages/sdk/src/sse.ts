@@ -50,7 +50,7 @@ export async function* parseEventStream(body: AsyncIterable<Uint8Array>): AsyncG
         yield {
           event: event === "" ? "message" : event,
           data: data.join("\n"),
-          ...(id === undefined ? {} : { id }),
+          id,
         };
       }
       event = "";

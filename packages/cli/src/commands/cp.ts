@@ -50,8 +50,8 @@ through symlinks, setuid bits dropped).`,
     if (!remotePath.startsWith("/"))
       throw ctx.usage(`'${remotePath}' is not an absolute path in the container`);
     const options = {
-      ...(ctx.string("service") === undefined ? {} : { service: ctx.string("service") }),
-      ...(ctx.string("user") === undefined ? {} : { user: ctx.string("user") }),
+      service: ctx.string("service"),
+      user: ctx.string("user"),
     };
     return from === null
       ? await upload(ctx, ctx.client(), src, env, remotePath, options)

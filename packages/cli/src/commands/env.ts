@@ -102,8 +102,8 @@ probe runs before it is ready.`,
       ctx,
       (client) =>
         client.fork(env, {
-          ...(version === undefined ? {} : { version }),
-          ...(name === undefined ? {} : { name }),
+          version,
+          name,
         }),
       (d) => {
         const fork = d.result as Partial<Environment> | undefined;

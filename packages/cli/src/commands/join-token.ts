@@ -24,8 +24,8 @@ Creates a join token for TARGET (default local). The token is printed once; on t
     const ttl = ctx.int("ttl", 1);
     const client = ctx.client();
     const token = await client.createJoinToken(ctx.string("target") ?? "local", {
-      ...(uses === undefined ? {} : { uses }),
-      ...(ttl === undefined ? {} : { ttl_sec: ttl }),
+      uses,
+      ttl_sec: ttl,
     });
     ctx.print(token, () =>
       [

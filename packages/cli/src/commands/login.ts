@@ -36,7 +36,7 @@ may also come from DENV_URL and DENV_TOKEN; nothing is saved when the check fail
       {
         url: client.url,
         token: config.token,
-        ...(ctx.string("project") === undefined ? {} : { project: ctx.string("project") }),
+        project: ctx.string("project"),
       },
       { env: ctx.io.env },
     );

@@ -17,8 +17,8 @@ Prints what the services wrote: their stdout on stdout and their stderr on stder
     const tail = ctx.int("tail", 1);
     const service = ctx.string("service");
     const out = await ctx.client().logs(env, {
-      ...(service === undefined ? {} : { service }),
-      ...(tail === undefined ? {} : { tail }),
+      service,
+      tail,
     });
     if (ctx.json) ctx.print(out, "");
     else {

@@ -50,9 +50,9 @@ const create: CommandSpec = {
     }
     const project = await ctx.client().createProject({
       name,
-      ...(kind === undefined ? {} : { kind }),
-      ...(ctx.string("repo") === undefined ? {} : { repo: ctx.string("repo") }),
-      ...(ctx.string("compose-path") === undefined ? {} : { compose_path: ctx.string("compose-path") }),
+      kind,
+      repo: ctx.string("repo"),
+      compose_path: ctx.string("compose-path"),
     });
     ctx.print(project, `project ${project.name} created (${project.kind})`);
     return 0;

@@ -31,8 +31,8 @@ const create: CommandSpec = {
       ...(version === undefined
         ? {}
         : { version: /^v?\d+$/.test(version) ? `${project}@v${version.replace(/^v/, "")}` : version }),
-      ...(name === undefined ? {} : { name }),
-      ...(ttl === undefined ? {} : { ttl_sec: ttl }),
+      name,
+      ttl_sec: ttl,
     });
     ctx.print(sandbox, () => environmentText(sandbox));
     return 0;

@@ -133,7 +133,7 @@ export class RunContext {
           timeoutMs,
           durable: true,
           onProgress: (p) => this.progress(p, opts),
-          ...(opts.upload ? { upload: opts.upload } : {}),
+          upload: opts.upload || undefined,
         });
         break;
       } catch (err) {

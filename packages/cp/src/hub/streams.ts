@@ -166,7 +166,7 @@ export class OutboundStream {
       v: PROTOCOL_VERSION,
       type: "end",
       stream: this.id,
-      ...(error !== undefined ? { error } : {}),
+      error,
     });
     this.drop(new Error(`stream ${this.id} ended`));
   }

@@ -44,7 +44,7 @@ export function deploymentRoutes(s: Services): Route[] {
           typeof declared === "string" && /^(sha256:)?[0-9a-f]{64}$/.test(declared) ? declared : undefined;
         const source =
           raw instanceof Readable
-            ? { kind: "tar" as const, body: raw, ...(sourceSha256 ? { sourceSha256 } : {}) }
+            ? { kind: "tar" as const, body: raw, sourceSha256: sourceSha256 || undefined }
             : { kind: "git" as const, ref: body.git_ref };
         const d = await s.deployments.deploy(principal, params.project, query, source);
         return deploymentReply(s, d, query.wait);

@@ -52,7 +52,7 @@ export function systemRoutes(s: Services, openapi: () => unknown): Route[] {
       responses: [{ status: 200, description: "The token's identity", schema: WhoAmI }],
       handler: async ({ principal: p }) => ({
         status: 200,
-        body: { id: p.tokenId, name: p.name, role: p.role, ...(p.project ? { project: p.project } : {}) },
+        body: { id: p.tokenId, name: p.name, role: p.role, project: p.project || undefined },
       }),
     }),
   ];

@@ -14,8 +14,8 @@ function present(t: TokenRecord, secret?: string): ApiTokenOut {
     id: t.id,
     name: t.name,
     role: t.role,
-    ...(t.project ? { project: t.project } : {}),
-    ...(secret ? { token: secret } : {}),
+    project: t.project || undefined,
+    token: secret || undefined,
     created_at: t.createdAt,
   });
 }
@@ -38,7 +38,7 @@ export class AuthService {
       tokenId: token.id,
       name: token.name,
       role: token.role,
-      ...(token.project ? { project: token.project } : {}),
+      project: token.project || undefined,
     };
   }
 
@@ -53,7 +53,7 @@ export class AuthService {
       id: newId("tok"),
       name: req.name,
       role: req.role,
-      ...(req.project ? { project: req.project } : {}),
+      project: req.project || undefined,
       hash: hashSecret(secret),
       createdAt: nowIso(),
     };

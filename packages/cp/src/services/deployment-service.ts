@@ -109,7 +109,7 @@ export class DeploymentService {
       request: {
         version,
         ...(sourceEnv ? { source_environment: `${project}/${sourceEnv}` } : {}),
-        ...(sandbox ? { sandbox } : {}),
+        sandbox: sandbox || undefined,
       },
     });
   }

@@ -170,8 +170,8 @@ export class EnvironmentService {
       "env.logs",
       {
         environment: t.hostEnvId,
-        ...(q.service ? { service: q.service } : {}),
-        ...(q.tail ? { tail: q.tail } : {}),
+        service: q.service || undefined,
+        tail: q.tail || undefined,
       },
       { id: newId("cmd"), timeoutMs: this.commandTimeoutMs, durable: false },
     );

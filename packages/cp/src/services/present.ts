@@ -13,7 +13,7 @@ export function presentProject(p: ProjectRecord): Project {
   return Project.parse({
     name: p.name,
     kind: p.kind,
-    ...(p.repo ? { repo: p.repo } : {}),
+    repo: p.repo || undefined,
     compose_path: p.composePath,
     created_at: p.createdAt,
   });
@@ -25,14 +25,14 @@ export function presentEnvironment(e: EnvironmentRecord): Environment {
     project: e.project,
     name: e.name,
     status: e.status,
-    ...(e.hostId ? { host_id: e.hostId } : {}),
-    ...(e.version ? { version: e.version } : {}),
-    ...(e.parentVersion ? { parent_version: e.parentVersion } : {}),
+    host_id: e.hostId || undefined,
+    version: e.version || undefined,
+    parent_version: e.parentVersion || undefined,
     sandbox: e.sandbox,
-    ...(e.expiresAt ? { expires_at: e.expiresAt } : {}),
+    expires_at: e.expiresAt || undefined,
     services: e.services,
-    ...(e.agent ? { agent: e.agent } : {}),
-    ...(e.evidence ? { evidence: e.evidence } : {}),
+    agent: e.agent || undefined,
+    evidence: e.evidence || undefined,
     created_at: e.createdAt,
   });
 }
@@ -45,11 +45,11 @@ export function presentDeployment(d: DeploymentRecord): Deployment {
     environment: d.environment,
     status: d.status,
     phases: d.phases,
-    ...(d.result !== undefined ? { result: d.result } : {}),
-    ...(d.error ? { error: d.error } : {}),
-    ...(d.hostId ? { host_id: d.hostId } : {}),
+    result: d.result,
+    error: d.error || undefined,
+    host_id: d.hostId || undefined,
     created_at: d.createdAt,
-    ...(d.finishedAt ? { finished_at: d.finishedAt } : {}),
+    finished_at: d.finishedAt || undefined,
   });
 }
 
@@ -58,12 +58,12 @@ export function presentHost(h: HostRecord, environments: number): Host {
     id: h.id,
     target: h.target,
     status: h.status,
-    ...(h.version ? { version: h.version } : {}),
+    version: h.version || undefined,
     labels: h.labels,
-    ...(h.capacity ? { capacity: h.capacity } : {}),
+    capacity: h.capacity || undefined,
     environments,
     draining: h.drainingAt !== undefined,
-    ...(h.lastSeenAt ? { last_seen_at: h.lastSeenAt } : {}),
+    last_seen_at: h.lastSeenAt || undefined,
     created_at: h.createdAt,
   });
 }

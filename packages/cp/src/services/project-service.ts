@@ -20,7 +20,7 @@ export class ProjectService {
     const record: ProjectRecord = {
       name: req.name,
       kind: req.kind,
-      ...(req.repo ? { repo: req.repo } : {}),
+      repo: req.repo || undefined,
       composePath: req.compose_path,
       createdAt: nowIso(),
     };

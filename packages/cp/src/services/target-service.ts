@@ -22,10 +22,10 @@ function presentJoinToken(t: JoinTokenRecord, secret?: string): JoinTokenOut {
   return JoinToken.parse({
     id: t.id,
     target: t.target,
-    ...(secret ? { token: secret } : {}),
+    token: secret || undefined,
     uses_left: t.usesLeft,
     expires_at: t.expiresAt,
-    ...(t.revokedAt ? { revoked_at: t.revokedAt } : {}),
+    revoked_at: t.revokedAt || undefined,
     created_at: t.createdAt,
   });
 }

@@ -95,8 +95,8 @@ export class FakeHost {
       body: JSON.stringify({
         token,
         labels: o.labels ?? {},
-        ...(o.name ? { name: o.name } : {}),
-        ...(o.target ? { target: o.target } : {}),
+        name: o.name || undefined,
+        target: o.target || undefined,
       }),
     });
     const body = (await res.json()) as unknown;

@@ -56,7 +56,7 @@ export function hostEnvironment(
     project,
     name,
     status,
-    ...(parentVersion ? { parent_version: parentVersion } : {}),
+    parent_version: parentVersion || undefined,
     agent: { service: "api", user: "1000", workdir: "/work" },
     services,
     network: { id: hex(32), name: network, subnet: "10.213.4.0/24", gateway: "10.213.4.1" },

@@ -114,7 +114,7 @@ export class FakeWriter {
   }
 
   end(error?: string): void {
-    this.send({ v: PROTOCOL_VERSION, type: "end", stream: this.id, ...(error ? { error } : {}) });
+    this.send({ v: PROTOCOL_VERSION, type: "end", stream: this.id, error: error || undefined });
   }
 
   close(): void {

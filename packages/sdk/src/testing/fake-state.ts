@@ -119,7 +119,7 @@ export class FakeState {
       name,
       status: "pending",
       host_id: "host-1",
-      ...(version === undefined ? {} : { version }),
+      version,
       sandbox,
       services: [
         { name: "main", container_id: this.nextId("c"), image: "ubuntu:24.04", image_id: "sha256:aaa" },
@@ -140,7 +140,7 @@ export class FakeState {
       number,
       host_id: "host-1",
       source_environment: env.id,
-      ...(env.version === undefined ? {} : { parent_version: env.version }),
+      parent_version: env.version,
       digests: { main: "sha256:aaa", db: "sha256:bbb" },
       volumes: { pgdata: { snapshot: "snap-1", bytes: 4096 } },
       method: "copy",
