@@ -4,8 +4,9 @@
 # /usr/local/bin/denvd, the systemd unit, and (with --url and --token) the join to a target.
 #
 #   deploy/install.sh [--url URL --token JOIN_TOKEN] [--name NAME] [--label k=v]...
-#                     [--state-dir DIR] [--dry-run]
+#                     [--state-dir DIR] [--insecure] [--dry-run]
 #
+# --insecure accepts a plain http:// control plane on another machine (join and run).
 # --dry-run prints every step and changes nothing. The join token may also come from
 # DENVD_TOKEN; it is handed to denvd through the environment (never argv) and never printed.
 set -euo pipefail
@@ -19,8 +20,9 @@ TOKEN="${DENVD_TOKEN:-}"
 NAME=""
 LABELS=()
 DRY_RUN=0
+INSECURE=0
 
-usage() { sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "install.sh: $*" >&2; exit 1; }
 
 while [ $# -gt 0 ]; do
@@ -30,6 +32,7 @@ while [ $# -gt 0 ]; do
     --name) NAME="${2:?--name needs a value}"; shift 2 ;;
     --label) LABELS+=("${2:?--label needs k=v}"); shift 2 ;;
     --state-dir) STATE_DIR="${2:?--state-dir needs a value}"; shift 2 ;;
+    --insecure) INSECURE=1; shift ;;
     --dry-run) DRY_RUN=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "install.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
@@ -70,6 +73,12 @@ step ln -sfn "$REPO/packages/denvd/dist/main.js" "$BIN"
 
 step install -d -m 0700 "$STATE_DIR"
 step install -m 0644 "$REPO/deploy/denvd.service" "$UNIT"
+if [ "$INSECURE" = 1 ]; then
+  # denvd run refuses a plain http:// control plane on another machine without it.
+  step install -d -m 0755 "$UNIT.d"
+  echo "+ write $UNIT.d/insecure.conf: [Service] Environment=DENVD_INSECURE=1"
+  if [ "$DRY_RUN" = 0 ]; then printf '[Service]\nEnvironment=DENVD_INSECURE=1\n' >"$UNIT.d/insecure.conf"; fi
+fi
 if [ "$STATE_DIR" != /var/lib/denvd ]; then
   # A drop-in, so that the unit file stays the repository's.
   step install -d -m 0755 "$UNIT.d"
@@ -83,6 +92,7 @@ joined=0
 if [ -n "$URL" ]; then
   args=(join --url "$URL" --state-dir "$STATE_DIR")
   [ -n "$NAME" ] && args+=(--name "$NAME")
+  [ "$INSECURE" = 1 ] && args+=(--insecure)
   for l in "${LABELS[@]}"; do args+=(--label "$l"); done
   if [ -f "$STATE_DIR/host.json" ]; then
     note "already joined ($STATE_DIR/host.json): skipping the join"

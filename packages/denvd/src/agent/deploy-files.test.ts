@@ -146,6 +146,24 @@ describe("install.sh", () => {
     );
   });
 
+  it("--insecure passes the flag to the join and to the unit (a drop-in), for a plain http:// control plane", async () => {
+    const r = await run("bash", [
+      INSTALL,
+      "--dry-run",
+      "--insecure",
+      "--url",
+      "http://cp.example:7070",
+      "--token",
+      "t0k",
+    ]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain(
+      "+ write /etc/systemd/system/denvd.service.d/insecure.conf: [Service] Environment=DENVD_INSECURE=1",
+    );
+    expect(r.stdout).toContain("join --url http://cp.example:7070 --state-dir /var/lib/denvd --insecure");
+    expect(r.stdout).not.toContain("t0k");
+  });
+
   it("refuses a URL without a token, and unknown arguments", async () => {
     const r = await run("bash", [INSTALL, "--dry-run", "--url", "http://cp"]);
     expect(r.code).toBe(1);
