@@ -2,6 +2,7 @@ import {
   type CommandFrame,
   type CommandKind,
   type CommandPayload,
+  CommandPayloads,
   type CommandResult,
   CommandResults,
   ControlPlaneMessages,
@@ -330,7 +331,9 @@ export class HostHub {
       );
       return;
     }
-    const wrong = answerMismatch(p.kind, p.makePayload(""), parsed.data);
+    // The payload as sent (its stream id aside), parsed like the host parsed it.
+    const sent = CommandPayloads[p.kind].parse(p.makePayload("")) as CommandPayload<CommandKind>;
+    const wrong = answerMismatch(p.kind, sent, parsed.data as CommandResult<CommandKind>);
     if (wrong !== undefined) {
       this.options.log.warn("host answered for something it was not asked about", {
         host: p.hostId,
