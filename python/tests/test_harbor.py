@@ -79,14 +79,17 @@ def test_image_only_and_compose_tasks(tmp_path: Path) -> None:
     assert src.workdir == "/work"
     (tmp_path / "docker-compose.yaml").write_text("services:\n  main:\n    image: x\n")
     src = task_source(tmp_path, "p")
-    assert (src.compose_name, src.extra_files) == ("docker-compose.yaml", ())
+    assert src.compose_name == "docker-compose.yaml"  # replaced by its merge (test_harbor_compose)
+    assert dict(src.extra_files)["Dockerfile.denv"].decode().startswith("FROM x\n")
     with pytest.raises(FileNotFoundError):
         task_source(tmp_path / "missing", "p")
 
 
 def test_is_root() -> None:
     assert is_root("root") and is_root(0) and is_root("0") and is_root("0:0")
+    assert is_root("00") and is_root("+0") and is_root("-0") and is_root("root:root")
     assert not is_root(None) and not is_root("1000") and not is_root("agent")
+    assert not is_root("+1") and not is_root("-") and not is_root("")
 
 
 def test_folder_round_trip(tmp_path: Path) -> None:

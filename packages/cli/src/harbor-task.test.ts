@@ -122,10 +122,13 @@ describe("import harbor", () => {
         "T/environment: no Dockerfile, no docker-compose.yaml and no [environment] docker_image in task.toml",
       ],
       [
-        "compose without main",
-        (d) =>
-          writeFileSync(path.join(d, "environment/docker-compose.yaml"), "services:\n  app: {image: x}\n"),
-        "T/environment/docker-compose.yaml: 'services.main' cannot be mapped: missing; Harbor's agent service is 'main'",
+        // Harbor's base gives main its build from environment/Dockerfile: without one, nothing does.
+        "compose without a main to build",
+        (d) => {
+          rmSync(path.join(d, "environment/Dockerfile"));
+          writeFileSync(path.join(d, "environment/docker-compose.yaml"), "services:\n  app: {image: x}\n");
+        },
+        "T/environment/docker-compose.yaml: 'services.main' cannot be mapped: has neither build nor image",
       ],
     ];
     for (const [name, mutate, message] of cases) {

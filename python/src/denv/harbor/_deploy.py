@@ -89,8 +89,9 @@ async def ensure_deployed(
 ) -> str:
     """The version to fork for a task: its source deployed at most once.
 
-    Creates the project (kind ``rl-environment``) when missing; deploys to ``alpha`` when
-    ``force``, or when the newest deploy was of another source.
+    Creates the project (kind ``rl-environment``) when missing, and deletes it again when its
+    first deploy fails; deploys to ``alpha`` when ``force``, or when the newest deploy was of
+    another source.
 
     Args:
         client: A client.
@@ -109,6 +110,7 @@ async def ensure_deployed(
     digest = await asyncio.to_thread(source_hash, source.folder, extra)
     lock = _locks.setdefault((id(asyncio.get_running_loop()), url, project), asyncio.Lock())
     async with lock:
+        created = False
         try:
             await client.get_project(project)
         except NotFoundError:
@@ -116,13 +118,32 @@ async def ensure_deployed(
             await client.create_project(
                 project, kind="rl-environment", compose_path=source.compose_name
             )
-        if not force:
+            created = True
+        if not force and not created:
             archive_digest = await asyncio.to_thread(archive_sha256, source)
             version = await deployed_version(client, project, digest, archive_digest)
             if version is not None:
                 return version
         logger.warning("denv: deploying %s to %s/alpha (source %s)", source.folder, project, digest)
-        await client.deploy(source.folder, project=project, environment="alpha", extra_files=extra)
+        try:
+            await client.deploy(
+                source.folder, project=project, environment="alpha", extra_files=extra
+            )
+        except DenvError:
+            if created:
+                # A refused first deploy (the compose file refused, a failed build) would leave
+                # an empty project behind: undo its creation, and say so if that fails too.
+                try:
+                    await client.delete_project(project)
+                except DenvError as undo:
+                    logger.warning(
+                        "denv: project %s (created for this deploy) is left: %s", project, undo
+                    )
+                else:
+                    logger.warning(
+                        "denv: project %s deleted again: its first deploy failed", project
+                    )
+            raise
         env = await client.get_environment(f"{project}/alpha")
         if not env.version:
             raise InternalError(f"the deploy of {project} succeeded but {env.id} names no version")

@@ -125,13 +125,8 @@ class DenvEnvironment(BaseEnvironment):  # type: ignore[misc]
             agent_dirs = artifact_parents(Path(self.environment_dir))
         else:
             agent_dirs = ()
-        self._source = task_source(
-            Path(self.environment_dir),
-            self.project,
-            docker_image=self.task_env_config.docker_image,
-            workdir=self.task_env_config.workdir,
-            agent_dirs=agent_dirs,
-        )
+        # Every refusal comes here, before start() creates the project: a refused run leaves
+        # nothing behind on the control plane.
         if self.network_policy.network_mode == NetworkMode.PUBLIC:
             if self.options.public_network == "refuse":
                 raise ValueError(harbor_public_network(self.environment_name))
@@ -140,6 +135,17 @@ class DenvEnvironment(BaseEnvironment):  # type: ignore[misc]
                 "internet access",
                 self.environment_name,
             )
+        self._source = task_source(
+            Path(self.environment_dir),
+            self.project,
+            docker_image=self.task_env_config.docker_image,
+            workdir=self.task_env_config.workdir,
+            agent_dirs=agent_dirs,
+            cpus=self.task_env_config.cpus,
+            memory_mb=self.task_env_config.memory_mb,
+        )
+        for note in self._source.notes:
+            self.logger.info("denv: %s: %s", self._source.compose_name, note)
 
     @property
     def project(self) -> str:

@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import ErrorDetails
 
-from ._task import VERIFIER_UID
+from ._task import VERIFIER_UID, is_root
 
 #: ``public_network=``: what to do with a task that asks for internet access.
 PUBLIC_NETWORK = ("refuse", "deny")
@@ -28,7 +28,8 @@ class DenvHarborOptions(BaseModel):
         token: API token (default: ``DENV_TOKEN`` / the config file); never logged.
         project: The denv project of the task (default ``harbor-<task name>``).
         ttl_sec: Seconds until a trial's sandbox is destroyed even if nothing cleans it up.
-        verifier_user: The uid the verifier's commands run as.
+        verifier_user: The uid the verifier's commands run as (never root: uid 0 in any
+            spelling is refused).
         public_network: A task asking for ``network_mode = "public"``: ``refuse`` it before
             anything is deployed, or ``deny`` (run it without internet, with a warning).
     """
@@ -48,6 +49,17 @@ class DenvHarborOptions(BaseModel):
     @classmethod
     def _empty_is_unset(cls, value: Any) -> Any:
         return None if value == "" else value
+
+    @field_validator("verifier_user")
+    @classmethod
+    def _not_root(cls, value: str) -> str:
+        # denv runs no task code as root; refused here, in one line, rather than by the
+        # control plane at the verifier's first exec, after the whole agent run.
+        if is_root(value):
+            raise ValueError(
+                f"the verifier never runs as root; give another uid (default {VERIFIER_UID})"
+            )
+        return value
 
     @field_validator("public_network")
     @classmethod

@@ -9,6 +9,10 @@ itself is never modified):
   what Harbor expects in the container for a non-root agent (see :func:`prepare_script`);
 - ``compose.yaml``: one service ``main`` built from ``Dockerfile.denv``, with ``x-denv``
   naming the agent (``main``, uid 1000) and its workdir.
+
+For a compose task the task's compose file is replaced in the archive by its merge over
+Harbor's base (:func:`denv.harbor._compose.merge_harbor_compose`), whose ``main`` is built
+from a ``Dockerfile.denv`` next to its Dockerfile.
 """
 
 from __future__ import annotations
@@ -18,8 +22,11 @@ import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 import yaml
+
+from ._compose import merge_harbor_compose
 
 #: The uid the agent runs as (denv's default agent user) and the verifier's uid.
 AGENT_UID = "1000"
@@ -52,12 +59,14 @@ class TaskSource:
         compose_name: The compose file the project deploys.
         extra_files: Generated files added to the deploy archive (relative path -> bytes).
         workdir: The agent's working directory.
+        notes: What the merge over Harbor's base compose mapped or dropped (logged).
     """
 
     folder: Path
     compose_name: str
     extra_files: tuple[tuple[str, bytes], ...]
     workdir: str
+    notes: tuple[str, ...] = ()
 
 
 def project_name(environment_name: str, prefix: str = "harbor-") -> str:
@@ -180,13 +189,15 @@ def task_source(
     docker_image: str | None = None,
     workdir: str | None = None,
     agent_dirs: tuple[str, ...] = (),
+    cpus: float | None = None,
+    memory_mb: int | None = None,
 ) -> TaskSource:
     """What to deploy for a Harbor task's environment folder.
 
-    A compose task (``docker-compose.yaml`` in the folder) deploys that file as it is: it
-    must stay inside denv's compose subset and name its agent (service ``main`` is found by
-    denv's default rule). A Dockerfile task, or a task with only ``docker_image``, deploys
-    the generated ``compose.yaml`` and ``Dockerfile.denv``.
+    A compose task (``docker-compose.yaml`` in the folder) deploys that file merged over
+    Harbor's base compose as Harbor's docker backend runs it (:func:`compose_task_source`).
+    A Dockerfile task, or a task with only ``docker_image``, deploys the generated
+    ``compose.yaml`` and ``Dockerfile.denv``.
 
     Args:
         environment_dir: The task's ``environment/`` folder.
@@ -194,16 +205,28 @@ def task_source(
         docker_image: ``[environment] docker_image`` of ``task.toml``.
         workdir: ``[environment] workdir`` of ``task.toml``.
         agent_dirs: More folders the generated Dockerfile creates for the agent user.
+        cpus: ``[environment] cpus`` of ``task.toml``.
+        memory_mb: ``[environment] memory_mb`` of ``task.toml``.
 
     Returns:
         The source.
 
     Raises:
         FileNotFoundError: Neither a Dockerfile, a compose file nor a docker_image.
+        ValueError: The compose file cannot be merged (one line naming it).
     """
     for compose in COMPOSE_NAMES:
         if (environment_dir / compose).is_file():
-            return TaskSource(environment_dir, compose, (), workdir or DEFAULT_WORKDIR)
+            return compose_task_source(
+                environment_dir,
+                compose,
+                name,
+                docker_image=docker_image,
+                workdir=workdir,
+                agent_dirs=agent_dirs,
+                cpus=cpus,
+                memory_mb=memory_mb,
+            )
     dockerfile_path = environment_dir / "Dockerfile"
     if dockerfile_path.is_file():
         dockerfile = dockerfile_path.read_text(encoding="utf-8")
@@ -221,19 +244,115 @@ def task_source(
     return TaskSource(environment_dir, GENERATED_COMPOSE, extra, wd)
 
 
-def is_root(user: str | int | None) -> bool:
-    """Whether Harbor asked for root (``"root"``, ``0`` or ``"0"``).
+def compose_task_source(
+    environment_dir: Path,
+    compose_name: str,
+    name: str,
+    *,
+    docker_image: str | None = None,
+    workdir: str | None = None,
+    agent_dirs: tuple[str, ...] = (),
+    cpus: float | None = None,
+    memory_mb: int | None = None,
+) -> TaskSource:
+    """A compose task's source: its compose file merged over Harbor's base.
+
+    The merged file replaces the task's in the deploy archive (same name, so a project created
+    before keeps its compose path). Its ``main`` is built from ``Dockerfile.denv`` (``main``'s
+    Dockerfile, or ``FROM <image>``, with :func:`prepare_script` appended), gets ``init``, the
+    workdir as ``working_dir``, and ``x-denv`` names the agent unless the file has ``x-denv``.
 
     Args:
-        user: Harbor's user argument.
+        environment_dir: The task's ``environment/`` folder.
+        compose_name: The compose file's name in it.
+        name: The project name (the compose ``name``).
+        docker_image: ``[environment] docker_image`` of ``task.toml``.
+        workdir: ``[environment] workdir`` of ``task.toml``.
+        agent_dirs: More folders the generated Dockerfile creates for the agent user.
+        cpus: ``[environment] cpus``.
+        memory_mb: ``[environment] memory_mb``.
+
+    Returns:
+        The source, with the merge's notes.
+
+    Raises:
+        ValueError: The file is not a compose mapping, or main has no Dockerfile or image.
+    """
+    label = f"{environment_dir}/{compose_name}"
+    try:
+        task = yaml.safe_load((environment_dir / compose_name).read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{label}: not YAML ({' '.join(str(exc).split())})") from None
+    if not isinstance(task, dict):
+        raise ValueError(f"{label}: expected a compose mapping with 'services'")
+    merged = merge_harbor_compose(
+        task,
+        has_dockerfile=(environment_dir / "Dockerfile").is_file(),
+        docker_image=docker_image,
+        cpus=cpus,
+        memory_mb=memory_mb,
+    )
+    doc = merged.document
+    main: dict[str, Any] = doc["services"]["main"]
+    build = main.get("build")
+    if isinstance(build, dict):
+        context = PurePosixPath(str(build.get("context", ".")))
+        dockerfile = PurePosixPath(str(build.get("dockerfile", "Dockerfile")))
+        path = environment_dir / context / dockerfile
+        if context.is_absolute() or ".." in context.parts or not path.is_file():
+            raise ValueError(
+                f"{label}: services.main.build: no Dockerfile {context / dockerfile} "
+                "in the environment folder"
+            )
+        text = path.read_text(encoding="utf-8")
+        generated = dockerfile.parent / GENERATED_DOCKERFILE
+    elif isinstance(main.get("image"), str):
+        context, generated = PurePosixPath("."), PurePosixPath(GENERATED_DOCKERFILE)
+        text = f"FROM {main.pop('image')}\n"
+        build = {"context": "."}
+    else:
+        raise ValueError(
+            f"{label}: services.main has neither build nor image, and the task has no "
+            "environment/Dockerfile and no [environment] docker_image"
+        )
+    wd = workdir or dockerfile_workdir(text) or DEFAULT_WORKDIR
+    main["build"] = {**build, "dockerfile": str(generated)}
+    main.setdefault("init", True)
+    main["working_dir"] = wd
+    out: dict[str, Any] = {"name": name, **doc}
+    out.setdefault(
+        "x-denv",
+        {"kind": "rl-environment", "agent": {"service": "main", "user": AGENT_UID, "workdir": wd}},
+    )
+    dockerfile_denv = denv_dockerfile(text, wd, agent_dirs)
+    header = (
+        f"# Written by denv.harbor: {compose_name} merged over Harbor's base compose "
+        "(docs/how-to/harbor.md).\n"
+    )
+    extra = (
+        (compose_name, (header + yaml.safe_dump(out, sort_keys=False)).encode("utf-8")),
+        (str(context / generated), dockerfile_denv.encode("utf-8")),
+    )
+    return TaskSource(environment_dir, compose_name, extra, wd, merged.notes)
+
+
+def is_root(user: str | int | None) -> bool:
+    """Whether a user is root.
+
+    ``root``, or uid 0 however spelled (``0``, ``00``, ``+0``, ``-0``), alone or as
+    ``USER:GROUP`` (``0:0``, ``root:root``).
+
+    Args:
+        user: Harbor's user argument, or an option's value.
 
     Returns:
         True for root.
     """
     if user is None:
         return False
-    text = str(user).split(":")[0]
-    return text == "root" or (text.isdigit() and int(text) == 0)
+    text = str(user).strip().split(":")[0]
+    digits = text[1:] if text[:1] in ("+", "-") else text
+    return text == "root" or (digits.isdigit() and int(digits) == 0)
 
 
 def artifact_parents(tests_dir: Path) -> tuple[str, ...]:
