@@ -1,5 +1,6 @@
-import { cpSync, readFileSync, writeFileSync } from "node:fs";
+import { cpSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import path from "node:path";
+import { validateCompose } from "@denv/spec";
 import { afterAll, describe, expect, it } from "vitest";
 import YAML from "yaml";
 import { importHarborTask, mergeCompose, mergeHarborCompose } from "./import-harbor-task.js";
@@ -109,4 +110,31 @@ describe("import harbor of a compose task that extends Harbor's base", () => {
     expect(Object.keys(c.services)).toEqual(["main", "app"]);
     expect(c.services.main.command).toEqual(["sh", "-c", "sleep infinity"]);
   });
+});
+
+/** The project folder's files (relative path -> text), for denv's compose validator. */
+function projectFiles(dir: string, base = dir): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const name of readdirSync(dir)) {
+    const p = path.join(dir, name);
+    if (statSync(p).isDirectory()) Object.assign(out, projectFiles(p, base));
+    else out[path.relative(base, p)] = readFileSync(p, "utf8");
+  }
+  return out;
+}
+
+it("the imported compose tasks are inside denv's compose subset", () => {
+  for (const task of [fixture, multi, path.join(repo, "examples/harbor-shop")]) {
+    const out = path.join(tempDir("harbor-out"), "o");
+    importHarborTask(task, out, "p");
+    const files = projectFiles(out);
+    const result = validateCompose(files["compose.yaml"] ?? "", {
+      env: {},
+      readFile: (rel) => files[rel],
+      exists: (rel) => rel === "." || Object.keys(files).some((f) => f === rel || f.startsWith(`${rel}/`)),
+      projectName: "p",
+      source: "compose.yaml",
+    });
+    expect(result.ok ? [] : result.refusals, task).toEqual([]);
+  }
 });
