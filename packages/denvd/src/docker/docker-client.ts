@@ -20,6 +20,7 @@ export class DockerClient {
   readonly volumes: VolumeClient;
   private readonly api: Docker;
   private versionOnce: Promise<{ version: string; apiVersion: string }> | undefined;
+  private layerCapsOnce: Promise<{ supported: boolean; storage: string }> | undefined;
 
   constructor(socketPath = "/var/run/docker.sock") {
     this.api = new Docker({ socketPath });
@@ -55,6 +56,15 @@ export class DockerClient {
    * xfs (with project quotas), btrfs and zfs can; overlay2 on ext4 cannot.
    */
   async layerCaps(): Promise<{ supported: boolean; storage: string }> {
+    // Asked once: the storage driver does not change under a running engine.
+    this.layerCapsOnce ??= this.readLayerCaps();
+    return this.layerCapsOnce.catch((err: unknown) => {
+      this.layerCapsOnce = undefined;
+      throw err;
+    });
+  }
+
+  private async readLayerCaps(): Promise<{ supported: boolean; storage: string }> {
     try {
       const info = (await this.api.info()) as { Driver?: string; DriverStatus?: Array<[string, string]> };
       const driver = info.Driver ?? "";
