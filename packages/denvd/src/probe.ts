@@ -1,6 +1,6 @@
 import { readFile } from "node:fs/promises";
 import { EgressFindings } from "@denv/spec";
-import type { DockerClient } from "./docker/docker-client.js";
+import type { ContainerState, DockerClient } from "./docker/docker-client.js";
 import type { Canary } from "./host/canary.js";
 import { engineLeaksInternalDns, loopbackNameservers } from "./host/dns-leak.js";
 import { hasRejectRule } from "./host/firewall.js";
@@ -74,7 +74,7 @@ export async function probeEgress(
     const defaultRoute = table.some((r) => r.dst === "default");
     const routeOut = !defaultRoute && (await routeExists(state.pid, OUTSIDE_ADDRESS));
     const canaryReached = await tcpConnects(state.pid, env.network.gateway, canary.port);
-    const resolv = (await readContainerFile(docker, state.id, "/etc/resolv.conf"))?.toString("utf8") ?? "";
+    const resolv = await resolverConfig(docker, state);
     const nameservers = [...resolv.matchAll(/^nameserver\s+(\S+)/gm)].map((m) => m[1] as string);
     const ipv6 = await ipv6Addresses(state.pid);
     const networks = Object.keys(state.networks);
@@ -138,4 +138,17 @@ async function ipv6Addresses(pid: number): Promise<string[]> {
     .map((line) => line.trim().split(/\s+/))
     .filter((f) => f.length >= 6 && f[5] !== "lo")
     .map((f) => `${(f[0] ?? "").replace(/(.{4})(?!$)/g, "$1:")}%${f[5]}`);
+}
+
+/**
+ * A service's resolver configuration: the file the engine generated and bind-mounts at
+ * /etc/resolv.conf (a path of the engine's, never one the container chose), else the
+ * container's own file through the archive API (which resolves it inside the container).
+ */
+async function resolverConfig(docker: DockerClient, state: ContainerState): Promise<string> {
+  if (state.resolvConfPath) {
+    const text = await readFile(state.resolvConfPath, "utf8").catch(() => undefined);
+    if (text !== undefined) return text;
+  }
+  return (await readContainerFile(docker, state.id, "/etc/resolv.conf"))?.toString("utf8") ?? "";
 }

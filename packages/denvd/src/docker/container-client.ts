@@ -119,6 +119,7 @@ export class ContainerClient {
         networkMode: hc.NetworkMode ?? "",
       },
       user: c.Config.User ?? "",
+      resolvConfPath: (c as { ResolvConfPath?: string }).ResolvConfPath ?? "",
     };
   }
 

@@ -26,6 +26,8 @@ export interface ContainerState {
     networkMode: string;
   };
   user: string;
+  /** The host file the engine generated and bind-mounts at /etc/resolv.conf ("" when none). */
+  resolvConfPath: string;
 }
 
 export interface ImageInfo {
