@@ -201,4 +201,51 @@ x-denv:
       expect(await leftovers(rt)).toBe(before);
     });
   });
+
+  describe("a verifier that is root in its own container and fetches its tools from the mirrors", () => {
+    it("installs from Debian through the proxy, reaches nothing else, and grades", async () => {
+      const { port, hits, close } = await hostListener();
+      try {
+        const test = [
+          "set -u",
+          'gw=$(echo "$http_proxy" | sed -e "s|http://||" -e "s|:.*||")',
+          `(exec 3<>/dev/tcp/$gw/${port}) 2>/dev/null && echo host-reached > /logs/verifier/host.txt`,
+          "apt-get update -qq && apt-get install -y -qq --no-install-recommends jq >/dev/null",
+          'jq -n "$(id -u) + 1" > "$REWARD_DIR/reward.txt"',
+        ].join("\n");
+        const dir = await writeProject({
+          "compose.yaml": `services:
+  main:
+    image: debian:bookworm-slim
+    command: ["sleep", "infinity"]
+x-denv:
+  verifier:
+    image: debian:bookworm-slim
+    user: root
+    egress: mirrors
+    command: ["bash", "/tests/test.sh"]
+    tests: tests
+`,
+          "tests/test.sh": `${test}\n`,
+        });
+        const info = await rt.deploy({ project: "rootverify", projectDir: dir });
+        const verdict = await rt.verify(info.id);
+        // uid 0 + 1: the tests ran as root, with jq installed at test time.
+        expect({ status: verdict.status, reward: verdict.reward, message: verdict.message }).toEqual({
+          status: "graded",
+          reward: 1,
+          message: undefined,
+        });
+        const verifier = verdict.evidence.verifier;
+        expect(verifier.user).toBe("root");
+        expect(verifier.egress?.requests).toContainEqual(
+          expect.objectContaining({ host: "deb.debian.org", status: 200 }),
+        );
+        expect(hits).toEqual([]);
+        await rt.destroy(info.id);
+      } finally {
+        await close();
+      }
+    });
+  });
 });

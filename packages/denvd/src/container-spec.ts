@@ -1,4 +1,11 @@
-import { type Plan, type Resources, type ServicePlan, toArgv, type VerifierPlan } from "@denv/spec";
+import {
+  isRootUser,
+  type Plan,
+  type Resources,
+  type ServicePlan,
+  toArgv,
+  type VerifierPlan,
+} from "@denv/spec";
 import type Docker from "dockerode";
 
 /**
@@ -123,7 +130,16 @@ export interface VerifierSpecInput {
   labels: Record<string, string>;
 }
 
-/** The verifier's own container: its image, its non-root user, every capability dropped. */
+/**
+ * What a verifier that asked for root keeps: enough for its tests to install their tools (apt
+ * drops to its own user, writes as root), nothing that reaches the host.
+ */
+export const VERIFIER_ROOT_CAPS = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "SETUID", "SETGID", "KILL"];
+
+/**
+ * The verifier's own container: its image, its user (non-root unless the file asked for root in
+ * this container), every capability dropped but what a root verifier needs.
+ */
 export function verifierContainerSpec(input: VerifierSpecInput): Docker.ContainerCreateOptions {
   const v = input.verifier;
   return {
@@ -138,7 +154,7 @@ export function verifierContainerSpec(input: VerifierSpecInput): Docker.Containe
       NetworkMode: input.networkName,
       ...confinement(v.resources, {
         capDrop: ["ALL"],
-        capAdd: [],
+        capAdd: isRootUser(v.user) ? VERIFIER_ROOT_CAPS : [],
         noNewPrivileges: true,
         // Names outside the fork fail at once instead of waiting out the resolver.
         dnsOptions: ["timeout:1", "attempts:1"],

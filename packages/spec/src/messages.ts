@@ -231,7 +231,8 @@ export const ComposeReasons = {
   // x-denv.
   kind: (kind: string) => `'${kind}' is not a kind: use rl-environment or service`,
   agentRoot: "the agent is never root on an rl-environment (protection 1); give a non-root user",
-  verifierRoot: "the verifier runs as its own non-root user (protection 2)",
+  verifierEgress: (value: string) =>
+    `'${value}' is not a verifier egress policy: use deny, or mirrors (the host's package mirrors, through denvd's proxy)`,
   verifierSameUser: (user: string) =>
     `the verifier is a separate principal (protection 2); user '${user}' is also the agent's user`,
   egressAllowOnRlEnvironment:

@@ -121,6 +121,8 @@ export const VerifierPlan = z.object({
   command: z.union([z.array(z.string()), z.string()]),
   /** Seconds before the verifier is killed. */
   timeoutSec: z.number().int().positive(),
+  /** deny (default), or mirrors: the host's package mirrors through denvd's proxy, while it runs. */
+  egress: z.enum(["deny", "mirrors"]).optional(),
   /** Project-relative folder copied only into the verifier's container, at /tests. */
   tests: z.string().optional(),
   /** Absolute paths in the agent service collected from the fork into /submission. */

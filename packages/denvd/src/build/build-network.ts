@@ -1,8 +1,9 @@
 import { randomBytes } from "node:crypto";
-import { allowHostPort, rejectToHost, removeHostPort, removeRejectRule } from "../host/firewall.js";
+import { rejectToHost, removeRejectRule } from "../host/firewall.js";
 import type { HostContext } from "../runtime/host-context.js";
 import { freeSubnet } from "../runtime/subnets.js";
-import { MirrorProxy, type ProxyRequest } from "./mirror-proxy.js";
+import { type MirrorEgress, openMirrorEgress } from "./mirror-egress.js";
+import type { ProxyRequest } from "./mirror-proxy.js";
 
 /**
  * Where the RUN steps of an rl-environment's builds run: an internal network of their own (no
@@ -31,28 +32,25 @@ export async function openBuildNetwork(
     return ctx.docker.networks.create({ name, internal: true, subnet, gateway, labels });
   });
   ctx.building.add(network.id);
-  let proxy: MirrorProxy | undefined;
+  let egress: MirrorEgress | undefined;
   const close = async () => {
-    await proxy?.close();
-    if (proxy) await removeHostPort(network.id, network.gateway, proxy.port);
+    await egress?.close();
     await removeRejectRule(network.id);
     await ctx.docker.networks.remove(network.id);
     ctx.building.delete(network.id);
   };
   try {
     await rejectToHost(network.id);
-    proxy = await MirrorProxy.start(network.gateway, mirrors);
-    await allowHostPort(network.id, network.gateway, proxy.port);
+    egress = await openMirrorEgress(network, mirrors);
   } catch (err) {
     await close().catch(() => undefined);
     throw err;
   }
-  const url = proxy.url;
-  const used = proxy;
+  const open = egress;
   return {
     name: network.name,
-    buildArgs: { http_proxy: url, https_proxy: url, HTTP_PROXY: url, HTTPS_PROXY: url },
-    evidence: () => ({ network: network.name, mirrors, requests: [...used.requests] }),
+    buildArgs: open.env,
+    evidence: () => ({ network: network.name, ...open.evidence() }),
     close,
   };
 }

@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { createReadStream } from "node:fs";
 import { DenvError, type HostEnvironment, type HostVerifyResult, type VerifierPlan } from "@denv/spec";
+import { type MirrorEgress, openMirrorEgress } from "../build/mirror-egress.js";
 import { verifierContainerSpec } from "../container-spec.js";
 import { packEntries } from "../files/tar-pack.js";
 import type { EnvironmentRecord, ImageRecord } from "../records.js";
@@ -82,6 +83,7 @@ export async function verifyEnvironment(
   const outcome = { version: version.id, fork: fork.id, snapshot: hostVersion(version, ctx.hostId) };
   let verifierId = "";
   let submission: Submission | undefined;
+  let egress: MirrorEgress | undefined;
   try {
     phase.start("run verifier");
     const forkRec = await episode.environment(fork.id);
@@ -116,7 +118,18 @@ export async function verifyEnvironment(
         },
       };
     }
-    verifierId = await createVerifier(ctx, forkRec, vplan, verifierImage, version.id, command);
+    // Egress by phase: the tests may fetch from the host's mirrors while they run, nothing else.
+    if (vplan.egress === "mirrors")
+      egress = await openMirrorEgress(forkRec.network, ctx.settings.buildMirrors);
+    verifierId = await createVerifier(
+      ctx,
+      forkRec,
+      vplan,
+      verifierImage,
+      version.id,
+      command,
+      egress?.env ?? {},
+    );
     await prepareVerifier(ctx, verifierId, vplan, rec.testsTar, submission);
     const tReady = Date.now();
     const run = await runVerifier(ctx, verifierId, vplan.timeoutSec);
@@ -128,6 +141,7 @@ export async function verifyEnvironment(
       exit_code: run.timedOut ? null : run.exitCode,
       timed_out: run.timedOut,
       duration_ms: tRan - tReady,
+      egress: egress?.evidence(),
     };
     phase.end("run verifier", verifier, "collect");
     const reward = run.timedOut ? undefined : await readReward(ctx.docker, verifierId);
@@ -155,6 +169,7 @@ export async function verifyEnvironment(
   } finally {
     phase.start("clean up");
     const removed: string[] = [];
+    await egress?.close();
     await submission?.cleanup();
     if (verifierId) {
       await ctx.docker.containers.remove(verifierId);
@@ -175,6 +190,7 @@ function createVerifier(
   image: ImageRecord,
   version: string,
   command: string,
+  egressEnv: Record<string, string>,
 ): Promise<string> {
   return ctx.docker.containers.create(
     verifierContainerSpec({
@@ -187,7 +203,7 @@ function createVerifier(
       ),
       networkName: forkRec.network.name,
       workingDir: TESTS_DIR,
-      env: { REWARD_DIR, SUBMISSION_DIR },
+      env: { REWARD_DIR, SUBMISSION_DIR, ...egressEnv },
       labels: ctx.labels(forkRec, "verifier", command, { version }),
     }),
   );

@@ -17,7 +17,8 @@ import {
   put,
   scalarString,
 } from "./values.js";
-import { parseVerifier, parseXDenv, resolveAgent } from "./x-denv.js";
+import { parseVerifier } from "./verifier.js";
+import { parseXDenv, resolveAgent } from "./x-denv.js";
 
 export type ValidateResult = { ok: true; plan: Plan; notes: string[] } | { ok: false; refusals: string[] };
 

@@ -123,19 +123,27 @@ describe("x-denv", () => {
     ).toBe(30);
   });
 
-  it("refuses a verifier that is root, shares the agent's uid, or reaches outside", () => {
+  it("takes a verifier that asks for root in its own container, and egress to the mirrors", () => {
+    const v = accept(
+      `${base}x-denv: {verifier: {image: v, command: [x], user: root, egress: mirrors}}\n`,
+    ).verifier;
+    expect({ user: v?.user, egress: v?.egress }).toEqual({ user: "root", egress: "mirrors" });
+    expect(accept(`${base}x-denv: {verifier: {image: v, command: [x]}}\n`).verifier?.egress).toBeUndefined();
+  });
+
+  it("refuses a verifier that shares the agent's uid, or reaches outside", () => {
     expect(
       refusals(`${base}x-denv:
   verifier:
     image: v
     command: [x]
-    user: root
+    egress: allow
     tests: ../tests
     submission: [relative, /a/../b, /]
     network: host
 `),
     ).toEqual([
-      top("x-denv.verifier.user", R.verifierRoot),
+      top("x-denv.verifier.egress", R.verifierEgress("allow")),
       top("x-denv.verifier.tests", R.climbsOut("../tests")),
       top("x-denv.verifier.submission", R.submissionPath("relative")),
       top("x-denv.verifier.submission", R.submissionPath("/a/../b")),

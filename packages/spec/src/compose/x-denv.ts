@@ -1,24 +1,10 @@
-import { ComposeMessages, ComposeNotes, ComposeReasons, DefaultCaps, DefaultDiskBytes } from "../messages.js";
-import type { AgentPlan, DiskCaps, ProjectKind, Resources, ServicePlan, VerifierPlan } from "../plan.js";
-import { isRootUser, sameUser } from "../users.js";
-import { parseBuild } from "./build.js";
-import type { ComposeContext } from "./compose-context.js";
-import { parseEnvironment } from "./environment.js";
+import { ComposeMessages, ComposeReasons, DefaultCaps, DefaultDiskBytes } from "../messages.js";
+import type { AgentPlan, DiskCaps, ProjectKind, Resources, ServicePlan } from "../plan.js";
+import { isRootUser } from "../users.js";
 import type { Findings, Refuse } from "./findings.js";
-import type { ImageTags } from "./image-tags.js";
-import { projectPath } from "./project-path.js";
 import { parseResourceBlock, withDefaults } from "./resources.js";
-import { parseBytes, parseDuration } from "./units.js";
-import {
-  describe,
-  isExtensionKey,
-  isMapping,
-  numberValue,
-  put,
-  scalarString,
-  stringList,
-  stringOrList,
-} from "./values.js";
+import { parseBytes } from "./units.js";
+import { describe, isExtensionKey, isMapping, put, scalarString, stringList } from "./values.js";
 
 /** The x-denv block, read before the services (kind and caps apply to them). */
 export interface XDenv {
@@ -48,8 +34,6 @@ export const X_DENV_KEYS = [
 
 const AGENT_DEFAULT_USER = "1000";
 const AGENT_DEFAULT_WORKDIR = "/workspace";
-const VERIFIER_DEFAULT_USER = "1001";
-const VERIFIER_DEFAULT_TIMEOUT_SEC = 600;
 
 export function parseXDenv(raw: unknown, findings: Findings, volumes: ReadonlySet<string>): XDenv {
   const x: XDenv = {
@@ -208,153 +192,6 @@ export function resolveAgent(
     user: x.agent.user ?? serviceUser ?? AGENT_DEFAULT_USER,
     workdir: x.agent.workdir ?? service.workingDir ?? AGENT_DEFAULT_WORKDIR,
   };
-}
-
-export interface VerifierScope {
-  ctx: ComposeContext;
-  findings: Findings;
-  defaults: Resources;
-  tags: ImageTags;
-  /** The agent's user, which the verifier's must differ from; undefined when unknown. */
-  agentUser: string | undefined;
-}
-
-/** x-denv.verifier: the grader, its own image, uid and caps; see docs/reference/compose.md. */
-export function parseVerifier(value: unknown, scope: VerifierScope): VerifierPlan | undefined {
-  const { findings, ctx } = scope;
-  let ok = true;
-  const refuse: Refuse = (key, reason) => {
-    findings.top(`x-denv.verifier.${key}`, reason);
-    ok = false;
-  };
-  if (!isMapping(value)) {
-    findings.top("x-denv.verifier", ComposeReasons.expected("a mapping", describe(value)));
-    return undefined;
-  }
-  const verifier: VerifierPlan = {
-    image: "",
-    command: [],
-    timeoutSec: VERIFIER_DEFAULT_TIMEOUT_SEC,
-    submission: [],
-    user: VERIFIER_DEFAULT_USER,
-    environment: {},
-    resources: scope.defaults,
-  };
-  for (const [key, v] of Object.entries(value)) {
-    if (isExtensionKey(key) || v === null) continue;
-    switch (key) {
-      case "image": {
-        const image = scalarString(v);
-        if (image === undefined || image === "" || /\s/.test(image)) {
-          refuse(key, ComposeReasons.expected("an image reference", describe(v)));
-        } else {
-          verifier.image = image;
-        }
-        break;
-      }
-      case "build": {
-        const build = parseBuild(v, key, refuse, ctx);
-        if (build !== undefined) verifier.build = build;
-        break;
-      }
-      case "command": {
-        const command = typeof v === "string" ? v : stringList(v);
-        if (command === undefined || command.length === 0) {
-          refuse(key, ComposeReasons.expected("a string or a list of strings", describe(v)));
-        } else {
-          verifier.command = command;
-        }
-        break;
-      }
-      case "timeout": {
-        const seconds = numberValue(v);
-        const ms = seconds === undefined ? parseDuration(v) : seconds * 1000;
-        if (ms === undefined || ms <= 0) {
-          refuse(
-            key,
-            ComposeReasons.expected("a number of seconds or a duration such as '10m'", describe(v)),
-          );
-        } else {
-          verifier.timeoutSec = Math.ceil(ms / 1000);
-        }
-        break;
-      }
-      case "tests": {
-        const raw = scalarString(v);
-        if (raw === undefined || raw === "") {
-          refuse(key, ComposeReasons.expected("a folder in the project", describe(v)));
-          break;
-        }
-        const rel = projectPath(raw);
-        if (!rel.ok) refuse(key, rel.reason);
-        else if (!ctx.exists(rel.path)) refuse(key, ComposeReasons.notFound(raw));
-        else verifier.tests = rel.path;
-        break;
-      }
-      case "submission": {
-        const paths = stringOrList(v);
-        if (paths === undefined) {
-          refuse(key, ComposeReasons.expected("an absolute path or a list of them", describe(v)));
-          break;
-        }
-        for (const path of paths) {
-          const normalized = submissionPath(path);
-          if (normalized === undefined) refuse(key, ComposeReasons.submissionPath(path));
-          else if (!verifier.submission.includes(normalized)) verifier.submission.push(normalized);
-        }
-        break;
-      }
-      case "user": {
-        const user = scalarString(v);
-        if (user === undefined || user === "" || /\s/.test(user)) {
-          refuse(key, ComposeReasons.expected("a user name or uid[:gid]", describe(v)));
-        } else if (isRootUser(user)) {
-          refuse(key, ComposeReasons.verifierRoot);
-        } else {
-          verifier.user = user;
-        }
-        break;
-      }
-      case "environment":
-        verifier.environment =
-          parseEnvironment(v, key, refuse, ctx.env, (name) =>
-            findings.note(ComposeNotes.verifierEnvironmentUnset(name)),
-          ) ?? {};
-        break;
-      case "resources":
-        verifier.resources = withDefaults(parseResourceBlock(v, key, refuse), scope.defaults);
-        break;
-      default:
-        refuse(key, ComposeReasons.unknownKey);
-    }
-  }
-  if ((value.image ?? null) === null && (value.build ?? null) === null) {
-    findings.refuse(ComposeMessages.topMissing("x-denv.verifier.image", "give 'image' or 'build'"));
-    ok = false;
-  }
-  if ((value.command ?? null) === null) {
-    findings.refuse(
-      ComposeMessages.topMissing(
-        "x-denv.verifier.command",
-        "the verifier needs a command, e.g. [sh, /tests/test.sh]",
-      ),
-    );
-    ok = false;
-  }
-  if (scope.agentUser !== undefined && sameUser(scope.agentUser, verifier.user)) {
-    refuse("user", ComposeReasons.verifierSameUser(verifier.user));
-  }
-  if (!ok) return undefined;
-  if (verifier.image === "") verifier.image = scope.tags.derive("verifier");
-  return verifier;
-}
-
-/** An absolute path below / without `..`, normalized; undefined otherwise. */
-function submissionPath(path: string): string | undefined {
-  if (!path.startsWith("/")) return undefined;
-  const parts = path.split("/").filter((p) => p !== "" && p !== ".");
-  if (parts.length === 0 || parts.includes("..")) return undefined;
-  return `/${parts.join("/")}`;
 }
 
 const DISK = "a size such as '10g', or a mapping of volumes and layers sizes";

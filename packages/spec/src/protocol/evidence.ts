@@ -104,6 +104,8 @@ export const VerifierEvidence = z.object({
   exit_code: z.number().int().nullable(),
   timed_out: z.boolean(),
   duration_ms: Ms,
+  /** x-denv.verifier.egress: mirrors — what the proxy allowed and every request it saw. */
+  egress: z.object({ mirrors: z.array(z.string()).readonly(), requests: z.array(ProxyRequest) }).optional(),
 });
 
 /** One submission path copied out of the fork, or a path that was not there. */
