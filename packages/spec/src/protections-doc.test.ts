@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import {
+  ControlPlaneMessages,
   EgressFindings,
   HarborTaskMessages,
   HostRefusals,
@@ -38,6 +39,7 @@ describe("docs/reference/protections.md lists every exact string", () => {
     expect(doc).toContain(HostRefusals.kindMismatch("<project>", "<kind>", "<asked>"));
     expect(doc).toContain(HostRefusals.foreignImage("<image>", "<owner>"));
     expect(doc).toContain(HostRefusals.diskUnenforceable("<what>", "<why>"));
+    expect(doc).toContain(ControlPlaneMessages.wrongAnswer("<host>", "<kind>", "<why>"));
   });
 
   it("lists the attacks the suite runs", () => {
