@@ -1,7 +1,11 @@
 import {
   type CommandKind,
   type CommandPayload,
+  CommandPayloads,
   type CommandResult,
+  CommandResults,
+  ControlPlaneMessages,
+  DenvError,
   parseEnvRef,
   parseVersionRef,
 } from "@denv/spec";
@@ -69,4 +73,31 @@ function versionMismatch(
   }
   if (number !== undefined && v.number !== number) return `its version number is ${v.number}, not ${number}`;
   return undefined;
+}
+
+/**
+ * A host's result as the control plane takes it: parsed with the kind's schema, then checked
+ * against the payload that was sent (its stream id aside, parsed as the host parsed it).
+ */
+export function checkedAnswer(
+  hostId: string,
+  kind: CommandKind,
+  payload: Record<string, unknown>,
+  result: unknown,
+): { value: unknown; error?: undefined; wrong?: undefined } | { error: DenvError; wrong?: string } {
+  const parsed = CommandResults[kind].safeParse(result ?? {});
+  if (!parsed.success) {
+    return {
+      error: new DenvError(
+        "internal",
+        `host ${hostId} returned a malformed ${kind} result: ${parsed.error.message}`,
+      ),
+    };
+  }
+  const sent = CommandPayloads[kind].parse(payload) as CommandPayload<CommandKind>;
+  const wrong = answerMismatch(kind, sent, parsed.data as CommandResult<CommandKind>);
+  if (wrong !== undefined) {
+    return { error: new DenvError("internal", ControlPlaneMessages.wrongAnswer(hostId, kind, wrong)), wrong };
+  }
+  return { value: parsed.data };
 }

@@ -2,9 +2,7 @@ import {
   type CommandFrame,
   type CommandKind,
   type CommandPayload,
-  CommandPayloads,
   type CommandResult,
-  CommandResults,
   ControlPlaneMessages,
   DenvError,
   type ErrorCode,
@@ -19,7 +17,7 @@ import {
 import type { WebSocket } from "ws";
 import { randomToken } from "../ids.js";
 import { errorMessage, type Log } from "../log.js";
-import { answerMismatch } from "./answer-check.js";
+import { checkedAnswer } from "./answer-check.js";
 import { HostSession } from "./host-session.js";
 import type { InboundStream, OutboundStream } from "./streams.js";
 
@@ -321,30 +319,20 @@ export class HostHub {
       );
       return;
     }
-    const parsed = CommandResults[p.kind].safeParse(result ?? {});
-    if (!parsed.success) {
-      p.reject(
-        new DenvError(
-          "internal",
-          `host ${p.hostId} returned a malformed ${p.kind} result: ${parsed.error.message}`,
-        ),
-      );
+    const checked = checkedAnswer(p.hostId, p.kind, p.makePayload(""), result);
+    if (checked.error) {
+      if (checked.wrong) {
+        this.options.log.warn("host answered for something it was not asked about", {
+          host: p.hostId,
+          command: p.id,
+          kind: p.kind,
+          why: checked.wrong,
+        });
+      }
+      p.reject(checked.error);
       return;
     }
-    // The payload as sent (its stream id aside), parsed like the host parsed it.
-    const sent = CommandPayloads[p.kind].parse(p.makePayload("")) as CommandPayload<CommandKind>;
-    const wrong = answerMismatch(p.kind, sent, parsed.data as CommandResult<CommandKind>);
-    if (wrong !== undefined) {
-      this.options.log.warn("host answered for something it was not asked about", {
-        host: p.hostId,
-        command: p.id,
-        kind: p.kind,
-        why: wrong,
-      });
-      p.reject(new DenvError("internal", ControlPlaneMessages.wrongAnswer(p.hostId, p.kind, wrong)));
-      return;
-    }
-    p.resolve(parsed.data);
+    p.resolve(checked.value);
   }
 
   private expire(id: string): void {
