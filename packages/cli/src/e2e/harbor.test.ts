@@ -266,6 +266,25 @@ it("a Harbor task with a loaded PostgreSQL service: the oracle gets 1.0 twice, t
   expect([...newest].reverse()).toEqual(["fork", "snapshot", "fork", "destroy", "destroy"]);
 }, 1_200_000);
 
+it("a multi-container task whose compose extends Harbor's base: oracle 1.0 and nop 0.0, as on Harbor's docker backend", async () => {
+  // examples/harbor-multi: main has no build (Harbor's base builds it from environment/), kv is
+  // the only way to the value; denv.harbor merges the compose file over Harbor's base.
+  const project = "harbor-harbor-multi";
+  const solved = await harborRun("multi-oracle", "oracle", { task: "/examples/harbor-multi" });
+  expect(solved[0]?.exception_info ?? null).toBeNull();
+  expect(solved[0]?.verifier_result?.rewards).toEqual({ reward: 1 });
+  const untouched = await harborRun("multi-nop", "nop", { task: "/examples/harbor-multi" });
+  expect(untouched[0]?.exception_info ?? null).toBeNull();
+  expect(untouched[0]?.verifier_result?.rewards).toEqual({ reward: 0 });
+  expect(count(await deployments(project), "deploy")).toBe(1);
+  // The same task on Harbor's own docker backend (as public: no egress-control sidecar here).
+  const task = path.join(jobsDir, "harbor-multi-docker");
+  copyTask(path.join(repo, "examples/harbor-multi"), task, publicNetwork);
+  const docker = await harborRun("multi-docker-oracle", "oracle", { task, env: null });
+  expect(docker[0]?.exception_info ?? null).toBeNull();
+  expect(docker[0]?.verifier_result?.rewards).toEqual({ reward: 1 });
+}, 1_200_000);
+
 it("denv import harbor: the imported harbor-hello deploys and denv verify grades 1.0 and 0.0", async () => {
   const out = path.join(jobsDir, "hello-denv");
   const imported = await stack.denv([
