@@ -3,7 +3,8 @@ import path from "node:path";
 import { validateCompose } from "@denv/spec";
 import { afterAll, describe, expect, it } from "vitest";
 import YAML from "yaml";
-import { importHarborTask, mergeCompose, mergeHarborCompose } from "./import-harbor-task.js";
+import { importHarborTask } from "./import-harbor-task.js";
+import { mergeCompose, mergeHarborCompose } from "./merge-harbor-compose.js";
 import { removeTempDirs, repo, tempDir } from "./testing/harness.js";
 
 /** A task's compose file merged over Harbor's base compose, as denv.harbor does it. */
