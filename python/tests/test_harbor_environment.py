@@ -18,11 +18,6 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-
-pytest.importorskip(
-    "harbor.environments.base", reason="Harbor needs Python >= 3.12 and denv[harbor]"
-)
-
 from harbor.models.task.config import (  # type: ignore[import-not-found]
     EnvironmentConfig,
     NetworkMode,

@@ -117,6 +117,39 @@ async function harborProcess(job: string, agent: string, o: HarborOptions = {}) 
   );
 }
 
+/** denv.harbor's environment tests, which need Harbor: under the tools image's Python and Harbor. */
+it("denv.harbor's environment tests pass under Harbor (tools image)", async () => {
+  const r = await run(
+    "docker",
+    [
+      "run",
+      "--rm",
+      "--network",
+      "host",
+      "-v",
+      `${repo}:/repo:ro`,
+      // pytest comes from PyPI at test time, trusting what this host trusts.
+      "-v",
+      "/etc/ssl/certs:/etc/ssl/certs:ro",
+      "-e",
+      "PIP_CERT=/etc/ssl/certs/ca-certificates.crt",
+      "-e",
+      "PYTHONDONTWRITEBYTECODE=1",
+      "-w",
+      "/repo/python",
+      IMAGE,
+      "sh",
+      "-c",
+      "/opt/tools/bin/pip install --quiet --disable-pip-version-check pytest && /opt/tools/bin/python -m pytest tests/test_harbor_environment.py -q -p no:cacheprovider",
+    ],
+    process.env,
+    { timeoutMs: 300_000 },
+  );
+  expect(r.code, `${r.stdout}\n${r.stderr}`).toBe(0);
+  expect(r.stdout).toMatch(/\d+ passed/);
+  expect(r.stdout).not.toMatch(/skipped|deselected/);
+}, 300_000);
+
 interface Deployment {
   kind: string;
   status: string;
