@@ -10,6 +10,9 @@ import { z } from "zod";
 
 const NumberSetting = (min: number) => z.coerce.number().int().min(min);
 
+/** How far placement may commit a host's capacity: 1 is exactly what it has. */
+const Ratio = z.coerce.number().min(0.1).max(100);
+
 const CommaList = z
   .union([z.string(), z.array(z.string())])
   .transform((v) => (Array.isArray(v) ? v : v.split(",")).map((s) => s.trim()).filter((s) => s !== ""));
@@ -42,6 +45,11 @@ export const CpConfig = z.object({
   /** Largest deploy upload accepted. */
   maxSourceBytes: NumberSetting(1).default(4 * 1024 ** 3),
   logLevel: z.enum(["debug", "info", "warn", "error", "silent"]).default("info"),
+  /** Placement commits at most capacity x ratio of a host's memory, cpus and pids to environments' caps. */
+  placementOvercommitMemory: Ratio.default(1),
+  /** A cpu cap is a ceiling on a share of time, not something held: a host's cpus are shared 4 ways by default. */
+  placementOvercommitCpus: Ratio.default(4),
+  placementOvercommitPids: Ratio.default(1),
 });
 export type CpConfig = z.output<typeof CpConfig>;
 export type CpConfigInput = z.input<typeof CpConfig>;
@@ -65,6 +73,21 @@ export const SETTINGS: ReadonlyArray<{
   { key: "resumeTimeoutMs", flag: "--resume-timeout-ms", env: "DENV_CP_RESUME_TIMEOUT_MS" },
   { key: "maxSourceBytes", flag: "--max-source-bytes", env: "DENV_CP_MAX_SOURCE_BYTES" },
   { key: "logLevel", flag: "--log-level", env: "DENV_CP_LOG_LEVEL" },
+  {
+    key: "placementOvercommitMemory",
+    flag: "--placement-overcommit-memory",
+    env: "DENV_CP_PLACEMENT_OVERCOMMIT_MEMORY",
+  },
+  {
+    key: "placementOvercommitCpus",
+    flag: "--placement-overcommit-cpus",
+    env: "DENV_CP_PLACEMENT_OVERCOMMIT_CPUS",
+  },
+  {
+    key: "placementOvercommitPids",
+    flag: "--placement-overcommit-pids",
+    env: "DENV_CP_PLACEMENT_OVERCOMMIT_PIDS",
+  },
 ];
 
 /** Flags (`--x v` or `--x=v`) over environment variables over defaults. */

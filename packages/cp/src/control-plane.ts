@@ -68,7 +68,11 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
   const engine = new DeploymentEngine({
     store,
     hub,
-    placer: new Placer(store, hub),
+    placer: new Placer(store, hub, {
+      memory: config.placementOvercommitMemory,
+      cpus: config.placementOvercommitCpus,
+      pids: config.placementOvercommitPids,
+    }),
     events: new DeploymentEvents(),
     log,
     commandTimeoutMs: config.commandTimeoutMs,

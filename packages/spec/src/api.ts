@@ -137,7 +137,15 @@ export const Host = z.object({
   status: z.enum(["online", "offline"]),
   version: z.string().optional(),
   labels: z.record(z.string(), z.string()),
-  capacity: z.object({ cpus: z.number(), memory_bytes: z.number(), disk_free_bytes: z.number() }).optional(),
+  capacity: z
+    .object({
+      cpus: z.number(),
+      memory_bytes: z.number(),
+      disk_free_bytes: z.number(),
+      /** Processes the host can run, when it says. */
+      pids: z.number().optional(),
+    })
+    .optional(),
   environments: z.number().int(),
   /** An admin drained it: placement never picks it again; what it holds stays. */
   draining: z.boolean(),
@@ -211,12 +219,54 @@ export const ForkRequest = z.object({
 
 export const RollbackRequest = z.object({ version: z.string() });
 
+/** The most sandboxes one POST /v1/sandboxes creates. */
+export const MAX_SANDBOX_COUNT = 256;
+
 export const CreateSandbox = z.object({
   project: z.string(),
   version: z.string().optional(),
+  /** With `count`, sandbox i is named NAME-i. */
   name: z.string().optional(),
   /** Seconds until the sandbox is destroyed (default 3600). */
   ttl_sec: z.number().int().positive().max(MAX_TTL_SEC).default(3600),
+  /** N forks of the version in one call, answered as {sandboxes} once all are ready (or none is left). */
+  count: z.number().int().min(1).max(MAX_SANDBOX_COUNT).optional(),
+});
+
+/** What an environment reserves on its host (its services' caps), and a host's room in the same terms. */
+export const Reservation = z.object({ memory_bytes: z.number(), cpus: z.number(), pids: z.number() });
+export type Reservation = z.infer<typeof Reservation>;
+
+/**
+ * Why a host was chosen: the evidence of the `place` phase (docs/reference/targets.md#placement).
+ * Every candidate has a score, or the reason it was left out.
+ */
+export const PlacementEvidence = z.object({
+  host: z.string(),
+  reason: z.string(),
+  /** What the new environment reserves. */
+  need: Reservation,
+  /** The placement labels asked for. */
+  labels: z.record(z.string(), z.string()),
+  candidates: z.array(
+    z.object({
+      host: z.string(),
+      environments: z.number().int(),
+      memory_bytes: z.number().optional(),
+      /** Room left before this placement: capacity x overcommit - what is already placed there. */
+      free: z.object({ memory_bytes: z.number(), cpus: z.number(), pids: z.number().optional() }).optional(),
+      /** Holds the version (or, for a deploy, the project's newest version). */
+      local: z.boolean().optional(),
+      score: z.number().optional(),
+      excluded: z.string().optional(),
+    }),
+  ),
+});
+export type PlacementEvidence = z.infer<typeof PlacementEvidence>;
+
+/** POST /v1/sandboxes with `count`: the ready sandboxes, each with where it was placed and why. */
+export const SandboxBatch = z.object({
+  sandboxes: z.array(Environment.extend({ placement: PlacementEvidence })),
 });
 
 export const VerifyResponse = z.object({

@@ -347,6 +347,42 @@ export const HostMessages = {
     "a host credential is not an API token: it opens GET /v1/hosts/stream only; send an API token (denv_...)",
 } as const;
 
+/**
+ * Placement (docs/reference/targets.md#placement): why a candidate host was left out (the `place`
+ * phase's evidence) and the one-line errors when none is left. Amounts come formatted ("4 GiB").
+ */
+export const PlacementMessages = {
+  /** A candidate without one of the placement labels asked for. */
+  missingLabel: (label: string) => `missing label ${label}`,
+  /** A candidate without room: `resource` is memory, cpus or pids. */
+  notEnough: (resource: string, need: string, free: string, limit: string) =>
+    `not enough ${resource}: needs ${need}, ${free} free of ${limit}`,
+  /** A candidate that would need the version moved to it first. */
+  needsTransfer: (version: string, bytes: string) =>
+    `does not hold ${version} (${bytes} to move): transfers between hosts are not available yet`,
+  /** Online hosts take new environments, but none carries every label asked for. */
+  noHostWithLabels: (target: string, labels: string) =>
+    `no host in target '${target}' carries the placement labels ${labels}: give a host those labels (denvd join --label k=v) or change x-denv.placement (denv deploy --placement k=v)`,
+  /** Hosts with the labels exist, and none has room; `closest` is the nearest miss (host: why). */
+  noHostWithRoom: (target: string, need: string, closest: string, setting: string) =>
+    `no host in target '${target}' has room for an environment that reserves ${need} (${closest}): destroy environments or sandboxes, join another host, or raise ${setting}`,
+  /** Fork, rollback or sandbox of a version whose host is offline. */
+  versionHostOffline: (host: string, version: string) =>
+    `host ${host}, which holds ${version}, is offline: the version can only be restored there`,
+  /** Fork, rollback or sandbox of a version whose host has no room left. */
+  versionHostFull: (host: string, version: string, why: string) =>
+    `host ${host}, which holds ${version}, has no room for another environment (${why}): the version can only be restored there; destroy environments or sandboxes on it`,
+} as const;
+
+/** POST /v1/sandboxes with `count`. */
+export const SandboxMessages = {
+  /** Sandbox `index` (1-based) of `count` failed; every one created before was destroyed. */
+  batchFailed: (index: number, count: number, sandbox: string, why: string, destroyed: number) =>
+    `sandbox ${index} of ${count} (${sandbox}) failed: ${why}; the ${destroyed} created in this call were destroyed`,
+  /** ... and destroying some of them failed too (they are named, so nothing is left unseen). */
+  cleanupFailed: (sandbox: string, why: string) => `destroying ${sandbox} failed: ${why}`,
+} as const;
+
 /** What denvd refuses before it talks to a control plane. */
 export const DenvdMessages = {
   insecureUrl: (url: string) =>

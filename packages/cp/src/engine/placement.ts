@@ -1,98 +1,362 @@
-import { ControlPlaneMessages, DenvError, HostMessages } from "@denv/spec";
+import {
+  ControlPlaneMessages,
+  DefaultCaps,
+  DenvError,
+  HostMessages,
+  PlacementEvidence,
+  PlacementMessages,
+  Reservation,
+} from "@denv/spec";
+import { SETTINGS } from "../config.js";
 import type { HostHub } from "../hub/hub.js";
-import type { HostRecord, VersionRecord } from "../store/records.js";
+import type { EnvironmentRecord, HostRecord, VersionRecord } from "../store/records.js";
 import type { Store } from "../store/store.js";
+
+/**
+ * Placement: which host a new environment goes to, and why (docs/reference/targets.md#placement
+ * describes exactly this). Filters first (online, not draining, the labels, the version where
+ * transfers do not exist yet, room for the environment's caps within capacity x overcommit),
+ * then a score: the room left after this placement plus a weighted locality term. `choose` is
+ * the decision, pure; `Placer` gathers what it decides on from the store and the hub.
+ */
+
+export type Resource = "memory" | "cpus" | "pids";
+
+/** capacity x ratio is what placement may commit of a host, per resource. */
+export type Overcommit = Record<Resource, number>;
 
 export type PlacementRequest =
   /** A new build: any fitting host of the target. */
   | {
       target: string;
       project: string;
-      /** Placement labels the host must carry (x-denv placement labels, when known). */
+      /** PROJECT/ENV being deployed (what it reserved last time is what it asks for now). */
+      environment: string;
+      /** Placement labels the host must carry. */
       labels?: Record<string, string>;
+      /** The deployment placing: counted as in flight on the chosen host until it ends. */
+      deployment: string;
     }
-  /** Fork and rollback: the version must be restored where its snapshot lives. */
-  | { version: VersionRecord };
+  /** Fork, rollback and sandbox: the version must be restored where its snapshot lives. */
+  | { version: VersionRecord; deployment: string };
 
 export interface Placement {
   hostId: string;
   reason: string;
-  candidates: Array<{ host: string; environments: number; memory_bytes?: number; excluded?: string }>;
+  evidence: PlacementEvidence;
 }
 
+/** One host as `choose` sees it. */
+export interface CandidateHost {
+  host: HostRecord;
+  online: boolean;
+  environments: number;
+  /** What the cp has already placed there (environments and placements in flight). */
+  reserved: Reservation;
+  /** Holds the version (a fork), or the project's newest version (a deploy: its layers are local). */
+  local: boolean;
+}
+
+export interface Choice {
+  target: string;
+  hosts: CandidateHost[];
+  need: Reservation;
+  labels: Record<string, string>;
+  overcommit: Overcommit;
+  /** A fork: only a host that holds it can restore it (no transfers between hosts yet). */
+  version?: { id: string; host: string; bytes: number };
+  /** A deploy: the project's newest version, whose host has its layers. */
+  newest?: string;
+}
+
+/** Weights of the score's terms: room left after placing (0..1), and locality (0 or 1). */
+export const SCORE_WEIGHTS = { room: 1, locality: 1 } as const;
+
+const RESOURCES: ReadonlyArray<{ r: Resource; need: keyof Reservation; show: (n: number) => string }> = [
+  { r: "memory", need: "memory_bytes", show: (n) => bytes(n) },
+  { r: "cpus", need: "cpus", show: (n) => `${round(n, 2)}` },
+  { r: "pids", need: "pids", show: (n) => `${Math.floor(n)}` },
+];
+
+/** What placement may commit of `r` on a host (undefined: the host does not say, so it is not checked). */
+function limitOf(host: HostRecord, r: Resource, overcommit: Overcommit): number | undefined {
+  const c = host.capacity;
+  const raw = r === "memory" ? (c?.memory_bytes ?? 0) : r === "cpus" ? (c?.cpus ?? 0) : c?.pids;
+  return raw === undefined ? undefined : raw * overcommit[r];
+}
+
+/** Decides; throws the one-line DenvError naming what was missing when no host is left. */
+export function choose(c: Choice): Placement {
+  const candidates: PlacementEvidence["candidates"] = [];
+  const eligible: Array<{
+    host: HostRecord;
+    environments: number;
+    local: boolean;
+    room: number;
+    score: number;
+  }> = [];
+  const roomMisses: Array<{ host: string; why: string; fit: number; resource: Resource }> = [];
+  const wanted = Object.entries(c.labels);
+  for (const h of c.hosts) {
+    const row: PlacementEvidence["candidates"][number] = {
+      host: h.host.id,
+      environments: h.environments,
+      ...(h.host.capacity ? { memory_bytes: h.host.capacity.memory_bytes } : {}),
+    };
+    const missing = wanted.find(([k, v]) => h.host.labels[k] !== v);
+    const excluded = !h.online
+      ? "offline"
+      : h.host.drainingAt !== undefined
+        ? "draining"
+        : missing
+          ? PlacementMessages.missingLabel(`${missing[0]}=${missing[1]}`)
+          : c.version && !h.local
+            ? PlacementMessages.needsTransfer(c.version.id, bytes(c.version.bytes))
+            : undefined;
+    if (excluded !== undefined) {
+      candidates.push({ ...row, excluded });
+      continue;
+    }
+    const free = {
+      memory_bytes: (limitOf(h.host, "memory", c.overcommit) ?? 0) - h.reserved.memory_bytes,
+      cpus: round((limitOf(h.host, "cpus", c.overcommit) ?? 0) - h.reserved.cpus, 3),
+      ...(h.host.capacity?.pids !== undefined
+        ? { pids: (limitOf(h.host, "pids", c.overcommit) ?? 0) - h.reserved.pids }
+        : {}),
+    };
+    // The room left after this placement, as the smallest share of any resource's limit.
+    let room = 1;
+    let short: { why: string; fit: number; resource: Resource } | undefined;
+    for (const { r, need, show } of RESOURCES) {
+      const limit = limitOf(h.host, r, c.overcommit);
+      if (limit === undefined) continue;
+      const left = limit - h.reserved[need];
+      if (left < c.need[need]) {
+        short ??= {
+          why: PlacementMessages.notEnough(r, show(c.need[need]), show(Math.max(0, left)), show(limit)),
+          fit: c.need[need] > 0 ? Math.max(0, left) / c.need[need] : 0,
+          resource: r,
+        };
+      } else room = Math.min(room, limit > 0 ? (left - c.need[need]) / limit : 0);
+    }
+    if (short) {
+      candidates.push({ ...row, free, excluded: short.why });
+      roomMisses.push({ host: h.host.id, ...short });
+      continue;
+    }
+    const score = round(SCORE_WEIGHTS.room * room + SCORE_WEIGHTS.locality * (h.local ? 1 : 0), 3);
+    candidates.push({ ...row, free, local: h.local, score });
+    eligible.push({ host: h.host, environments: h.environments, local: h.local, room, score });
+  }
+  const evidence = (host: string, reason: string): Placement => ({
+    hostId: host,
+    reason,
+    evidence: { host, reason, need: c.need, labels: c.labels, candidates },
+  });
+
+  if (eligible.length === 0) throw noHost(c, candidates, roomMisses);
+  eligible.sort(
+    (a, b) => b.score - a.score || a.environments - b.environments || a.host.id.localeCompare(b.host.id),
+  );
+  const best = eligible[0] as (typeof eligible)[number];
+  if (c.version) return evidence(best.host.id, `holds ${c.version.id} (snapshot locality)`);
+  const online = c.hosts.filter((h) => h.online).length;
+  if (eligible.length === 1)
+    return evidence(
+      best.host.id,
+      online === 1
+        ? "the only online host of the target"
+        : "the only candidate left (see the others' reasons)",
+    );
+  const roomLeft = `${Math.round(best.room * 100)}% of its room left after this one`;
+  return evidence(
+    best.host.id,
+    `highest score ${best.score}: ${best.local ? `holds ${c.newest} (its layers are local), ` : ""}${roomLeft}`,
+  );
+}
+
+function noHost(
+  c: Choice,
+  candidates: PlacementEvidence["candidates"],
+  roomMisses: Array<{ host: string; why: string; fit: number; resource: Resource }>,
+): DenvError {
+  if (c.version) {
+    const holder = candidates.find((x) => x.host === c.version?.host);
+    if (holder?.excluded === "draining")
+      return new DenvError("conflict", HostMessages.versionOnDrainingHost(c.version.host, c.version.id));
+    if (!holder || holder.excluded === "offline")
+      return new DenvError("conflict", PlacementMessages.versionHostOffline(c.version.host, c.version.id));
+    return new DenvError(
+      "conflict",
+      PlacementMessages.versionHostFull(c.version.host, c.version.id, holder.excluded ?? ""),
+    );
+  }
+  const online = candidates.filter((x) => x.excluded !== "offline");
+  if (online.length === 0) return new DenvError("conflict", ControlPlaneMessages.noOnlineHost(c.target));
+  if (online.every((x) => x.excluded === "draining"))
+    return new DenvError("conflict", HostMessages.allDraining(c.target));
+  const closest = [...roomMisses].sort((a, b) => b.fit - a.fit || a.host.localeCompare(b.host))[0];
+  if (!closest) {
+    const labels = Object.entries(c.labels)
+      .map(([k, v]) => `${k}=${v}`)
+      .join(", ");
+    return new DenvError("conflict", PlacementMessages.noHostWithLabels(c.target, labels));
+  }
+  const setting = SETTINGS.find(
+    (s) => s.key === `placementOvercommit${closest.resource[0]?.toUpperCase()}${closest.resource.slice(1)}`,
+  );
+  return new DenvError(
+    "conflict",
+    PlacementMessages.noHostWithRoom(
+      c.target,
+      describeNeed(c.need),
+      `${closest.host}: ${closest.why}`,
+      setting?.flag ?? "the overcommit ratios",
+    ),
+  );
+}
+
+/** "4 GiB memory, 4 cpus, 2048 pids" */
+export function describeNeed(n: Reservation): string {
+  return `${bytes(n.memory_bytes)} memory, ${round(n.cpus, 2)} cpus, ${Math.floor(n.pids)} pids`;
+}
+
+/** 1536 MiB -> "1.5 GiB"; below a GiB in MiB, below a MiB in KiB. */
+export function bytes(n: number): string {
+  const units: Array<[number, string]> = [
+    [1024 ** 4, "TiB"],
+    [1024 ** 3, "GiB"],
+    [1024 ** 2, "MiB"],
+    [1024, "KiB"],
+  ];
+  for (const [size, unit] of units) if (Math.abs(n) >= size) return `${round(n / size, 2)} ${unit}`;
+  return `${n} B`;
+}
+
+function round(n: number, digits: number): number {
+  const f = 10 ** digits;
+  return Math.round(n * f) / f;
+}
+
+const DEFAULT_RESERVATION: Reservation = {
+  memory_bytes: DefaultCaps.memoryBytes,
+  cpus: DefaultCaps.cpus,
+  pids: DefaultCaps.pids,
+};
+
 /**
- * Picks a host: online hosts of the target that are not draining, carrying the wanted labels; a
- * version pins its own
- * host (snapshot locality); otherwise a host holding the project's newest version is preferred
- * (its layers are local), then the host with the most memory per environment.
+ * What an environment reserves: the caps its host reported (evidence.caps), else the default
+ * caps of each of its services (a host that does not report them yet, or an environment not
+ * started yet: one service's).
+ */
+export function reservationOf(e: EnvironmentRecord | undefined): Reservation {
+  const caps = Reservation.safeParse(e?.evidence?.caps);
+  if (caps.success) return caps.data;
+  const n = Math.max(1, e?.services.length ?? 0);
+  return {
+    memory_bytes: DEFAULT_RESERVATION.memory_bytes * n,
+    cpus: DEFAULT_RESERVATION.cpus * n,
+    pids: DEFAULT_RESERVATION.pids * n,
+  };
+}
+
+const add = (a: Reservation, b: Reservation): Reservation => ({
+  memory_bytes: a.memory_bytes + b.memory_bytes,
+  cpus: a.cpus + b.cpus,
+  pids: a.pids + b.pids,
+});
+
+/** Statuses whose environments hold their caps on a host (a stopped one may start again). */
+const HOLDING = new Set(["pending", "running", "stopped"]);
+
+/**
+ * Places deployments one at a time (so two never count the same room), against what the store
+ * says is on each host plus the placements of deployments still running, then `choose`s.
  */
 export class Placer {
+  /** Placements made by deployments that may not have saved their `place` phase yet. */
+  private readonly inFlight = new Map<string, { host: string; need: Reservation }>();
+  private queue: Promise<unknown> = Promise.resolve();
+
   constructor(
     private readonly store: Store,
-    private readonly hub: HostHub,
+    private readonly hub: Pick<HostHub, "isOnline">,
+    private readonly overcommit: Overcommit,
   ) {}
 
-  async place(req: PlacementRequest): Promise<Placement> {
-    if ("version" in req) return this.atVersion(req.version);
-    const hosts = await this.store.listHosts({ target: req.target });
-    const candidates: Placement["candidates"] = [];
-    const eligible: Array<{ host: HostRecord; environments: number; score: number }> = [];
-    const counts = await this.store.countEnvironmentsByHost();
-    for (const host of hosts) {
-      const environments = counts.get(host.id) ?? 0;
-      const row = {
-        host: host.id,
-        environments,
-        ...(host.capacity ? { memory_bytes: host.capacity.memory_bytes } : {}),
-      };
-      const missing = Object.entries(req.labels ?? {}).find(([k, v]) => host.labels[k] !== v);
-      if (!this.hub.isOnline(host.id)) candidates.push({ ...row, excluded: "offline" });
-      else if (host.drainingAt !== undefined) candidates.push({ ...row, excluded: "draining" });
-      else if (missing) candidates.push({ ...row, excluded: `no label ${missing[0]}=${missing[1]}` });
-      else {
-        candidates.push(row);
-        eligible.push({ host, environments, score: (host.capacity?.memory_bytes ?? 0) / (1 + environments) });
-      }
-    }
-    if (eligible.length === 0) {
-      // Online hosts exist, and the drain (not a label) is what keeps every one of them out.
-      const draining =
-        candidates.some((c) => c.excluded === "draining") &&
-        candidates.every((c) => c.excluded === "draining" || c.excluded === "offline");
-      throw new DenvError(
-        "conflict",
-        draining ? HostMessages.allDraining(req.target) : ControlPlaneMessages.noOnlineHost(req.target),
-      );
-    }
-    const newest = (await this.store.listVersions(req.project))[0];
-    const local = newest && eligible.find((e) => e.host.id === newest.host_id);
-    if (local)
-      return { hostId: local.host.id, reason: `holds ${newest.id} (its layers are local)`, candidates };
-    eligible.sort((a, b) => b.score - a.score || a.host.id.localeCompare(b.host.id));
-    const best = eligible[0] as (typeof eligible)[number];
-    return {
-      hostId: best.host.id,
-      reason:
-        eligible.length === 1
-          ? "the only online host of the target"
-          : `most free capacity (${best.environments} environments)`,
-      candidates,
-    };
+  place(req: PlacementRequest): Promise<Placement> {
+    const next = this.queue.then(() => this.placeNow(req));
+    this.queue = next.catch(() => undefined);
+    return next;
   }
 
-  private async atVersion(version: VersionRecord): Promise<Placement> {
-    const environments = (await this.store.listEnvironments({ hostId: version.host_id })).length;
-    const candidates = [{ host: version.host_id, environments }];
-    const host = await this.store.getHost(version.host_id);
-    if (host?.drainingAt !== undefined) {
-      throw new DenvError("conflict", HostMessages.versionOnDrainingHost(version.host_id, version.id));
-    }
-    if (!this.hub.isOnline(version.host_id)) {
-      throw new DenvError(
-        "conflict",
-        `host ${version.host_id}, which holds ${version.id}, is offline: the version can only be restored there`,
+  private async placeNow(req: PlacementRequest): Promise<Placement> {
+    const project = "version" in req ? req.version.project : req.project;
+    const projectEnvs = await this.store.listEnvironments({ project });
+    let target: string;
+    let need: Reservation;
+    let labels: Record<string, string> = {};
+    let choice: Pick<Choice, "version" | "newest"> = {};
+    let localHost: string | undefined;
+    if ("version" in req) {
+      const v = req.version;
+      const holder = await this.store.getHost(v.host_id);
+      if (!holder) throw new DenvError("conflict", PlacementMessages.versionHostOffline(v.host_id, v.id));
+      target = holder.target;
+      need = reservationOf(
+        projectEnvs.find((e) => e.version === v.id && e.evidence?.caps) ??
+          projectEnvs.find((e) => e.evidence?.caps) ??
+          projectEnvs.find((e) => e.version === v.id),
       );
+      choice = { version: { id: v.id, host: v.host_id, bytes: v.sizes.layer_bytes + v.sizes.volume_bytes } };
+      localHost = v.host_id;
+    } else {
+      target = req.target;
+      labels = req.labels ?? {};
+      need = reservationOf(
+        projectEnvs.find((e) => e.id === req.environment && e.evidence?.caps) ??
+          projectEnvs.find((e) => e.evidence?.caps),
+      );
+      const newest = (await this.store.listVersions(req.project))[0];
+      if (newest) choice = { newest: newest.id };
+      localHost = newest?.host_id;
     }
-    return { hostId: version.host_id, reason: `holds ${version.id} (snapshot locality)`, candidates };
+    const reserved = await this.reservedByHost(req.deployment);
+    const counts = await this.store.countEnvironmentsByHost();
+    const hosts = (await this.store.listHosts({ target })).map((host) => ({
+      host,
+      online: this.hub.isOnline(host.id),
+      environments: counts.get(host.id) ?? 0,
+      reserved: reserved.get(host.id) ?? { memory_bytes: 0, cpus: 0, pids: 0 },
+      local: host.id === localHost,
+    }));
+    const placed = choose({ target, hosts, need, labels, overcommit: this.overcommit, ...choice });
+    this.inFlight.set(req.deployment, { host: placed.hostId, need });
+    return placed;
+  }
+
+  /** Per host: the environments on it, plus running deployments placed there but not yet recorded on it. */
+  private async reservedByHost(self: string): Promise<Map<string, Reservation>> {
+    const out = new Map<string, Reservation>();
+    const put = (host: string, r: Reservation) =>
+      out.set(host, add(out.get(host) ?? { memory_bytes: 0, cpus: 0, pids: 0 }, r));
+    const envs = await this.store.listEnvironments();
+    const byId = new Map(envs.map((e) => [e.id, e]));
+    for (const e of envs) if (e.hostId && HOLDING.has(e.status)) put(e.hostId, reservationOf(e));
+    const running = await this.store.listDeployments({ statuses: ["running"] });
+    const live = new Set(running.map((d) => d.id));
+    for (const id of this.inFlight.keys()) if (!live.has(id)) this.inFlight.delete(id);
+    for (const d of running) {
+      if (d.id === self) continue;
+      const saved = PlacementEvidence.safeParse(d.phases.find((p) => p.name === "place")?.evidence);
+      const p =
+        this.inFlight.get(d.id) ?? (saved.success ? { host: saved.data.host, need: saved.data.need } : null);
+      if (!p) continue;
+      // A fork about to finish whose environment already stands there is counted above (a deploy's
+      // previous host environment runs until the switch, so both count until then).
+      if (d.kind === "fork" && byId.get(d.environment)?.hostId === p.host) continue;
+      put(p.host, p.need);
+    }
+    return out;
   }
 }

@@ -18,6 +18,8 @@ export const DeployState = z.object({
   /** The spooled upload; deleted when the deployment ends. */
   spool: z.string(),
   source: SourceEvidence,
+  /** Placement labels the deploy asked for (?placement=k=v,...); absent in rows from before them. */
+  placement: z.record(z.string(), z.string()).optional(),
 });
 
 export const ForkState = z.object({

@@ -15,6 +15,13 @@ const LogEvent = z.object({
   data: z.string(),
 });
 
+const PlacementQuery = z
+  .string()
+  .regex(/^[^=,\s]+=[^,]*(,[^=,\s]+=[^,]*)*$/, "expected k=v,k2=v2")
+  .transform((text) =>
+    Object.fromEntries(text.split(",").map((kv) => kv.split(/=(.*)/s, 2) as [string, string])),
+  );
+
 export function deploymentRoutes(s: Services): Route[] {
   return [
     route({
@@ -29,6 +36,8 @@ export function deploymentRoutes(s: Services): Route[] {
         environment: z.string().default("alpha"),
         /** The target to place on (default: local). */
         target: z.string().optional(),
+        /** Placement labels the host must carry, k=v,k2=v2 (denv deploy --placement k=v). */
+        placement: PlacementQuery.optional(),
       }),
       body: DeployGitRequest,
       binaryBody: {

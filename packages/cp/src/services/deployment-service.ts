@@ -46,7 +46,7 @@ export class DeploymentService {
   async deploy(
     p: Principal,
     project: string,
-    q: { environment: string; target?: string | undefined },
+    q: { environment: string; target?: string | undefined; placement?: Record<string, string> | undefined },
     source: DeploySource,
   ): Promise<Deployment> {
     const proj = await this.projects.require(p, project);
@@ -69,7 +69,13 @@ export class DeploymentService {
       kind: "deploy",
       project,
       environment: `${project}/${q.environment}`,
-      request: { target, compose_file: proj.composePath, spool: spool.path, source: spool.evidence },
+      request: {
+        target,
+        compose_file: proj.composePath,
+        spool: spool.path,
+        source: spool.evidence,
+        ...(q.placement ? { placement: q.placement } : {}),
+      },
       done: [{ name: "resolve source", startedAt, evidence: { ...spool.evidence } }],
     });
     return presentDeployment(d);

@@ -209,6 +209,8 @@ export const CAPACITY_BOUNDS = {
   cpus: 1024,
   memory_bytes: 64 * 1024 ** 4,
   disk_free_bytes: 1024 ** 5,
+  /** Linux's largest pid_max. */
+  pids: 4 * 1024 ** 2,
 } as const;
 
 /** A hello's capacity within CAPACITY_BOUNDS (negative or non-finite claims count as 0). */
@@ -218,5 +220,6 @@ export function boundCapacity(c: HelloFrame["capacity"]): HelloFrame["capacity"]
     cpus: bound(c.cpus, CAPACITY_BOUNDS.cpus),
     memory_bytes: bound(c.memory_bytes, CAPACITY_BOUNDS.memory_bytes),
     disk_free_bytes: bound(c.disk_free_bytes, CAPACITY_BOUNDS.disk_free_bytes),
+    ...(c.pids !== undefined ? { pids: bound(c.pids, CAPACITY_BOUNDS.pids) } : {}),
   };
 }

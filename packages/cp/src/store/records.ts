@@ -94,6 +94,8 @@ export interface HostCapacity {
   cpus: number;
   memory_bytes: number;
   disk_free_bytes: number;
+  /** Processes it can run, when the host says (placement checks pids caps against it then). */
+  pids?: number;
 }
 
 export interface HostRecord {

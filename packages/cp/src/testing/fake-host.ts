@@ -8,6 +8,7 @@ import {
   JoinResponse,
   PROTOCOL_VERSION,
   parseFrame,
+  type Reservation,
 } from "@denv/spec";
 import WebSocket from "ws";
 import { streamCommand } from "./fake-io.js";
@@ -43,7 +44,9 @@ export interface FakeHostOptions {
   fileBytes?: number;
   /** What the hello claims, when it differs from the join request (a rogue host). */
   helloLabels?: Record<string, string>;
-  capacity?: { cpus: number; memory_bytes: number; disk_free_bytes: number };
+  capacity?: { cpus: number; memory_bytes: number; disk_free_bytes: number; pids?: number };
+  /** What each environment it stands up reports reserving (default FAKE_CAPS). */
+  caps?: Reservation;
 }
 
 type Outcome = { ok: true; result: unknown } | { ok: false; error: { code: string; message: string } };
@@ -301,7 +304,7 @@ export class FakeHost {
           });
         this.sources.set(c.id, { bytes: r.bytes, sha256: r.sha256() });
         const id = `${project}/${environment}`;
-        const created = hostEnvironment(id, "running");
+        const created = hostEnvironment(id, "running", undefined, this.o.caps);
         await this.progress(c, { env: created });
         this.environments.set(id, { id, status: "running" });
         return created;
@@ -310,7 +313,7 @@ export class FakeHost {
         const { version, name } = CommandPayloads["env.fork"].parse(p);
         if (!this.versions.has(version)) throw notFound(`version ${version}`);
         const id = `${version.split("@")[0]}/${name}`;
-        const created = hostEnvironment(id, "running", version);
+        const created = hostEnvironment(id, "running", version, this.o.caps);
         await this.progress(c, { env: created });
         this.environments.set(id, { id, status: "running", parent_version: version });
         return created;
@@ -329,7 +332,7 @@ export class FakeHost {
         const { environment } = CommandPayloads["env.stop"].parse(p);
         const e = env(environment);
         const status = c.kind === "env.stop" ? "stopped" : "running";
-        const changed = hostEnvironment(environment, status, e.parent_version);
+        const changed = hostEnvironment(environment, status, e.parent_version, this.o.caps);
         await this.progress(c, { env: changed });
         e.status = status;
         return changed;

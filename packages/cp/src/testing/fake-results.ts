@@ -5,6 +5,7 @@ import type {
   HostEnvironment,
   HostPhaseName,
   PhaseEvidence,
+  Reservation,
   Version,
 } from "@denv/spec";
 
@@ -38,10 +39,14 @@ function probe(network: string): EgressProbe {
   };
 }
 
+/** What each of the fake host's environments reports reserving (its two services' caps). */
+export const FAKE_CAPS: Reservation = { memory_bytes: 1024 ** 3, cpus: 1, pids: 512 };
+
 export function hostEnvironment(
   id: string,
   status: HeldEnv["status"],
   parentVersion?: string,
+  caps: Reservation = FAKE_CAPS,
 ): HostEnvironment {
   const [project = "p", name = "alpha"] = id.split("/");
   const network = `denv-${id.replace("/", "-")}`;
@@ -67,6 +72,7 @@ export function hostEnvironment(
       images: Object.fromEntries(services.map((s) => [s.name, s.image_id])),
       timings: { create_ms: 90, start_ms: 400, health_ms: 1000, probe_ms: 12, total_ms: 1510 },
       probe: probe(network),
+      caps,
     },
   };
 }

@@ -71,6 +71,8 @@ export const EnvironmentEvidence = z.object({
   build: BuildEvidence.optional(),
   /** The caps of live volumes and writable layers (absent in records from before disk caps). */
   disk: z.object({ volumes: DiskCap, layers: DiskCap }).optional(),
+  /** The sum of its services' caps (protection 4): what placement counts it as using on this host. */
+  caps: z.object({ memory_bytes: Count, cpus: z.number().nonnegative(), pids: Count }).optional(),
 });
 export type EnvironmentEvidence = z.infer<typeof EnvironmentEvidence>;
 

@@ -24,7 +24,13 @@ export const HelloFrame = z.object({
   type: z.literal("hello"),
   host_id: z.string(),
   version: z.string(),
-  capacity: z.object({ cpus: z.number(), memory_bytes: z.number(), disk_free_bytes: z.number() }),
+  capacity: z.object({
+    cpus: z.number(),
+    memory_bytes: z.number(),
+    disk_free_bytes: z.number(),
+    /** Processes the host can run (placement checks pids caps against it when given). */
+    pids: z.number().optional(),
+  }),
   labels: z.record(z.string(), z.string()),
   environments: z.array(HeldEnvironment),
   versions: z.array(z.string()),

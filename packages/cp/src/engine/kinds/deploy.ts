@@ -37,11 +37,14 @@ export const deploy: KindRunner = {
       evidence: { source: req.source },
     }));
     const place = await ctx.cpPhase("place", PlacementValue, async () => {
-      const p = await placer.place({ target: req.target, project });
-      return {
-        value: { hostId: p.hostId, reason: p.reason },
-        evidence: { host: p.hostId, reason: p.reason, candidates: p.candidates },
-      };
+      const p = await placer.place({
+        target: req.target,
+        project,
+        environment: ctx.d.environment,
+        labels: req.placement,
+        deployment: ctx.d.id,
+      });
+      return { value: { hostId: p.hostId, reason: p.reason }, evidence: p.evidence };
     });
     ctx.d.hostId = place.hostId;
     const hostEnv = hostEnvName(ctx.d.environment.split("/")[1] ?? "alpha", ctx.d.id);

@@ -24,11 +24,8 @@ async function restore(
 ): Promise<{ hostId: string; hostEnv: string; version: string; created: HostEnvironment }> {
   const version = await resolveVersion(ctx, ctx.d.project, versionRef);
   const place = await ctx.cpPhase("place", PlacementValue, async () => {
-    const p = await ctx.deps.placer.place({ version });
-    return {
-      value: { hostId: p.hostId, reason: p.reason },
-      evidence: { host: p.hostId, reason: p.reason, candidates: p.candidates },
-    };
+    const p = await ctx.deps.placer.place({ version, deployment: ctx.d.id });
+    return { value: { hostId: p.hostId, reason: p.reason }, evidence: p.evidence };
   });
   ctx.d.hostId = place.hostId;
   const hostEnv = hostEnvName(ctx.d.environment.split("/")[1] ?? "fork", ctx.d.id);
