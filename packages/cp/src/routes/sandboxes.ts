@@ -1,4 +1,5 @@
-import { CreateSandbox, Environment, SandboxList } from "@denv/spec";
+import { CreateSandbox, Environment, SandboxBatch, SandboxList } from "@denv/spec";
+import { z } from "zod";
 import { EnvParams, type Route, route } from "../http/route.js";
 import type { Services } from "../services/container.js";
 
@@ -8,16 +9,24 @@ export function sandboxRoutes(s: Services): Route[] {
       kind: "json",
       method: "POST",
       path: "/v1/sandboxes",
-      summary: "Create a sandbox: a fork of a version, answered once it is ready",
+      summary: "Create a sandbox (or `count` of them): forks of a version, answered once ready",
       tag: "sandboxes",
       auth: "token",
       body: CreateSandbox,
       responses: [
-        { status: 201, description: "The ready sandbox (sandbox true, expires_at)", schema: Environment },
+        {
+          status: 201,
+          description:
+            "The ready sandbox (sandbox true, expires_at); with count: {sandboxes}, each with its placement",
+          schema: z.union([Environment, SandboxBatch]),
+        },
       ],
       handler: async ({ principal, body }) => ({
         status: 201,
-        body: await s.sandboxes.create(principal, body),
+        body:
+          body.count === undefined
+            ? await s.sandboxes.create(principal, body)
+            : await s.sandboxes.createMany(principal, { ...body, count: body.count }),
       }),
     }),
     route({

@@ -1,4 +1,13 @@
-import { type CreateSandbox, DenvError, type Environment, type ErrorCode, ErrorCodes } from "@denv/spec";
+import {
+  type CreateSandbox,
+  DenvError,
+  type Environment,
+  type ErrorCode,
+  ErrorCodes,
+  PlacementEvidence,
+  type SandboxBatch,
+  SandboxMessages,
+} from "@denv/spec";
 import type { z } from "zod";
 import { errorMessage, type Log } from "../log.js";
 import type { DeploymentRecord } from "../store/records.js";
@@ -9,12 +18,23 @@ import { presentEnvironment } from "./present.js";
 
 /** A failed deployment's error, raised to the caller that waited for it. */
 function raise(d: DeploymentRecord): never {
+  throw failure(d);
+}
+
+function failure(d: DeploymentRecord): DenvError {
   const code = d.error?.code ?? "internal";
-  throw new DenvError(
+  return new DenvError(
     code in ErrorCodes ? (code as ErrorCode) : "internal",
     d.error?.message ?? `deployment ${d.id} failed`,
   );
 }
+
+/** How many forks of one POST /v1/sandboxes run at once (placement itself goes one at a time). */
+const BATCH_CONCURRENCY = 8;
+
+type Outcome =
+  | { ok: true; env: Environment; placement: PlacementEvidence }
+  | { ok: false; sandbox: string; error: DenvError };
 
 /**
  * Sandboxes: environments for one episode. Creating one forks a version and waits until it is
@@ -30,21 +50,92 @@ export class SandboxService {
   ) {}
 
   async create(p: Principal, req: z.output<typeof CreateSandbox>): Promise<Environment> {
+    const r = await this.createOne(p, req, req.name, new Date(Date.now() + req.ttl_sec * 1000).toISOString());
+    if (!r.ok) throw r.error;
+    return r.env;
+  }
+
+  /**
+   * `count` sandboxes of one version, placed one at a time (each where the version is and room
+   * is left), forked up to BATCH_CONCURRENCY at once. All or none: when one fails, no more
+   * start, and every one this call created is destroyed before the error names the one that
+   * failed (a destroy that fails too is named in it).
+   */
+  async createMany(
+    p: Principal,
+    req: z.output<typeof CreateSandbox> & { count: number },
+  ): Promise<z.output<typeof SandboxBatch>> {
     const expiresAt = new Date(Date.now() + req.ttl_sec * 1000).toISOString();
-    const alpha = await this.store.getEnvironment(`${req.project}/alpha`);
-    const d = await this.deployments.startFork(
-      p,
-      req.project,
-      req.version === undefined && alpha?.version ? "alpha" : undefined,
-      req.version,
-      req.name,
-      { expires_at: expiresAt },
+    const outcomes: Outcome[] = [];
+    let next = 0;
+    let failed = false;
+    const worker = async () => {
+      while (!failed && next < req.count) {
+        const i = next++;
+        const r = await this.createOne(p, req, req.name && `${req.name}-${i + 1}`, expiresAt);
+        outcomes[i] = r;
+        if (!r.ok) failed = true;
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(BATCH_CONCURRENCY, req.count) }, worker));
+    const firstFailed = outcomes.findIndex((o) => o && !o.ok);
+    const created = outcomes.filter((o): o is Extract<Outcome, { ok: true }> => o?.ok === true);
+    if (firstFailed < 0) return { sandboxes: created.map((o) => ({ ...o.env, placement: o.placement })) };
+    const f = outcomes[firstFailed] as Extract<Outcome, { ok: false }>;
+    const undo = await Promise.all(
+      created.map(async ({ env }) => {
+        try {
+          const d = await this.deployments.change(p, env.project, env.name, "destroy");
+          const done = await this.deployments.wait(d.id);
+          if (done.status !== "succeeded") throw failure(done);
+          return undefined;
+        } catch (err) {
+          return SandboxMessages.cleanupFailed(env.id, (err as Error).message);
+        }
+      }),
     );
+    const undone = undo.filter((u): u is string => u !== undefined);
+    const message = [
+      SandboxMessages.batchFailed(
+        firstFailed + 1,
+        req.count,
+        f.sandbox,
+        f.error.message,
+        created.length - undone.length,
+      ),
+      ...undone,
+    ].join("; ");
+    throw new DenvError(f.error.code, message);
+  }
+
+  /** One sandbox, ready; a failure is a value (the batch cleans up before it raises). */
+  private async createOne(
+    p: Principal,
+    req: z.output<typeof CreateSandbox>,
+    name: string | undefined,
+    expiresAt: string,
+  ): Promise<Outcome> {
+    const alpha = await this.store.getEnvironment(`${req.project}/alpha`);
+    let d: DeploymentRecord;
+    try {
+      d = await this.deployments.startFork(
+        p,
+        req.project,
+        req.version === undefined && alpha?.version ? "alpha" : undefined,
+        req.version,
+        name,
+        { expires_at: expiresAt },
+      );
+    } catch (err) {
+      if (!(err instanceof DenvError)) throw err;
+      return { ok: false, sandbox: name ? `${req.project}/${name}` : req.project, error: err };
+    }
     const done = await this.deployments.wait(d.id);
-    if (done.status !== "succeeded") raise(done);
+    if (done.status !== "succeeded") return { ok: false, sandbox: d.environment, error: failure(done) };
     const env = await this.store.getEnvironment(d.environment);
     if (!env) throw NotFound.sandbox(d.environment);
-    return presentEnvironment(env);
+    const placement = PlacementEvidence.parse(done.phases.find((ph) => ph.name === "place")?.evidence);
+    return { ok: true, env: presentEnvironment(env), placement };
   }
 
   async list(p: Principal): Promise<Environment[]> {
