@@ -86,6 +86,24 @@ describe("denv deploy", () => {
     expect(json.stderr).toContain("    | build: done\n");
   });
 
+  it("sends the file's x-denv.placement labels with --placement over them", async () => {
+    const dir = projectFolder("quickstart", {
+      "compose.yaml": "services: {main: {image: alpine}}\nx-denv: {placement: {gpu: t4, zone: eu}}\n",
+    });
+    const run = await denv(["deploy", dir, "--placement", "gpu=a100", "--placement", "disk=ssd"], { env });
+    expect(run.status, run.stderr).toBe(0);
+    expect(fake.state.lastPlacement).toBe("gpu=a100,zone=eu,disk=ssd");
+    const plain = await denv(
+      ["deploy", projectFolder("quickstart", { "compose.yaml": "services: {main: {image: alpine}}\n" })],
+      { env },
+    );
+    expect(plain.status, plain.stderr).toBe(0);
+    expect(fake.state.lastPlacement).toBeUndefined();
+    const bad = await denv(["deploy", dir, "--placement", "gpu"], { env });
+    expect(bad.status).toBe(2);
+    expect(bad.stderr).toContain("--placement takes K=V (no commas), not 'gpu'");
+  });
+
   it("deploys a git ref without uploading, and refuses a folder and a ref together", async () => {
     const run = await denv(["deploy", "--project", "quickstart", "--ref", "main", "--json"], { env });
     expect(run.status, run.stderr).toBe(0);

@@ -175,6 +175,12 @@ describe("DenvClient routes", () => {
     expect((await admin.listSandboxes()).map((s) => s.id)).toEqual(["quickstart/ep-1"]);
     await admin.deleteSandbox("quickstart/ep-1");
     expect(await admin.listSandboxes()).toEqual([]);
+    const batch = await admin.createSandboxes({ project: "quickstart", name: "b", count: 2 });
+    expect(batch.map((s) => [s.id, s.placement.host])).toEqual([
+      ["quickstart/b-1", "host-1"],
+      ["quickstart/b-2", "host-1"],
+    ]);
+    for (const s of batch) await admin.deleteSandbox(s.id);
 
     expect((await admin.listTargets()).map((t) => t.name)).toEqual(["local"]);
     await expect(admin.createTarget({ name: "cloud", kind: "hetzner" })).rejects.toMatchObject({

@@ -25,6 +25,7 @@ import {
   ProjectList,
   RemovedHost,
   type RollbackRequest,
+  SandboxBatch,
   SandboxList,
   Target,
   type TargetKind,
@@ -144,10 +145,18 @@ export class DenvClient {
   async deploy(
     project: string,
     source: DeploySource,
-    options: WaitOptions & { environment?: string } = {},
+    options: WaitOptions & {
+      environment?: string;
+      /** Placement labels the host must carry (over the file's x-denv.placement). */
+      placement?: Record<string, string>;
+    } = {},
   ): Promise<Deployment> {
     const path = `/v1/projects/${enc(project)}/deploy`;
-    const query = { environment: options.environment };
+    const labels = Object.entries(options.placement ?? {}).map(([k, v]) => `${k}=${v}`);
+    const query = {
+      environment: options.environment,
+      placement: labels.length ? labels.join(",") : undefined,
+    };
     const init =
       "tar" in source
         ? { query, body: source.tar, contentType: "application/x-tar" }
@@ -312,6 +321,16 @@ export class DenvClient {
   /** Creates a sandbox: a ready fork with a TTL, for one episode. */
   createSandbox(body: Input<typeof CreateSandbox>): Promise<Environment> {
     return this.#http.json("POST", "/v1/sandboxes", Environment, { json: body });
+  }
+
+  /**
+   * Creates `count` sandboxes of one version in one call, each with its placement; all or none
+   * (when one fails, those created are destroyed and the error names the one that failed).
+   */
+  async createSandboxes(
+    body: Omit<Input<typeof CreateSandbox>, "count"> & { count: number },
+  ): Promise<Output<typeof SandboxBatch>["sandboxes"]> {
+    return (await this.#http.json("POST", "/v1/sandboxes", SandboxBatch, { json: body })).sandboxes;
   }
 
   async listSandboxes(): Promise<Environment[]> {

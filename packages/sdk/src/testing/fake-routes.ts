@@ -101,6 +101,7 @@ export function routes(state: FakeState, filesRoot: string): Route[] {
       requireScope(ctx.token, project);
       state.project(project);
       const envName = ctx.url.searchParams.get("environment") ?? "alpha";
+      state.lastPlacement = ctx.url.searchParams.get("placement") ?? undefined;
       if ((ctx.req.headers["content-type"] ?? "").startsWith("application/json")) {
         const body = await readJson(ctx.req);
         if (typeof body.git_ref !== "string") throw new DenvError("invalid_request", "git_ref is missing");
@@ -316,15 +317,31 @@ export function routes(state: FakeState, filesRoot: string): Route[] {
       const body = parse(CreateSandbox, await readJson(ctx.req));
       requireScope(ctx.token, body.project);
       state.project(body.project);
-      const env = state.newEnvironment(
-        body.project,
-        body.name ?? state.nextId("sb").replace("_", "-"),
-        body.version,
-        true,
-      );
-      env.status = "running";
-      env.expires_at = new Date(Date.now() + body.ttl_sec * 1000).toISOString();
-      send(ctx.res, 201, env);
+      const one = (name: string | undefined) => {
+        const env = state.newEnvironment(
+          body.project,
+          name ?? state.nextId("sb").replace("_", "-"),
+          body.version,
+          true,
+        );
+        env.status = "running";
+        env.expires_at = new Date(Date.now() + body.ttl_sec * 1000).toISOString();
+        return env;
+      };
+      if (body.count === undefined) return send(ctx.res, 201, one(body.name));
+      const reason = "the fake's only host";
+      const need = { memory_bytes: 1024 ** 3, cpus: 1, pids: 512 };
+      const sandboxes = Array.from({ length: body.count }, (_, i) => ({
+        ...one(body.name && `${body.name}-${i + 1}`),
+        placement: {
+          host: "host-1",
+          reason,
+          need,
+          labels: {},
+          candidates: [{ host: "host-1", environments: i }],
+        },
+      }));
+      send(ctx.res, 201, { sandboxes });
     }),
     r("GET", "/v1/sandboxes", "token", (ctx) => {
       const list = [...state.environments.values()].filter((e) => e.sandbox && e.status !== "destroyed");

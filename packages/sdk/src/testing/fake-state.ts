@@ -62,6 +62,8 @@ export class FakeState {
   readonly deployments = new Map<string, DeploymentRecord>();
   /** Names of the files of the last deploy upload, for tests to inspect. */
   lastUpload: string[] = [];
+  /** The ?placement= of the last deploy. */
+  lastPlacement: string | undefined;
   phaseDelayMs: number;
   /** Whether the log route numbers its events (SSE id) and honours Last-Event-ID. */
   sseIds = true;
