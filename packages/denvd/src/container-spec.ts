@@ -17,6 +17,27 @@ import type Docker from "dockerode";
  * setup (owning the workdir) work. */
 export const AGENT_CAPS = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", "KILL"];
 
+/**
+ * What a confined agent (x-denv.agent.sandbox: gvisor) keeps: Docker's default set but raw
+ * sockets and device nodes. Under gVisor these are capabilities of gVisor's own kernel, so root
+ * can install packages, own files and bind low ports inside the sandbox and holds nothing on
+ * the host.
+ */
+export const SANDBOXED_AGENT_CAPS = [
+  "CHOWN",
+  "DAC_OVERRIDE",
+  "FOWNER",
+  "FSETID",
+  "SETUID",
+  "SETGID",
+  "SETPCAP",
+  "SETFCAP",
+  "KILL",
+  "NET_BIND_SERVICE",
+  "SYS_CHROOT",
+  "AUDIT_WRITE",
+];
+
 /** Dropped from every other service of an rl-environment, on top of the file's cap_drop. */
 export const SERVICE_CAP_DROP = ["NET_RAW", "MKNOD", "AUDIT_WRITE", "SYS_CHROOT", "SETFCAP", "SETPCAP"];
 
@@ -35,6 +56,15 @@ export interface SpecInput {
   /** Cap of the container's writable layer, where the engine can enforce one. */
   layerCapBytes?: number | undefined;
   labels: Record<string, string>;
+  /**
+   * The volumes hold a snapshot (a fork): the engine must not fill an empty one from the image
+   * (its copy-up would also give the volume's root the image's owner and mode).
+   */
+  restored?: boolean;
+  /** Environment variables the agent service gets on top of the file's (the mirror proxy). */
+  agentEnv?: Record<string, string>;
+  /** The engine's runtime for a sandboxed agent service (x-denv.agent.sandbox), e.g. runsc. */
+  agentRuntime?: string | undefined;
 }
 
 export function isProtected(plan: Plan): boolean {
@@ -45,6 +75,10 @@ export function containerSpec(input: SpecInput): Docker.ContainerCreateOptions {
   const { plan, service: svc } = input;
   const isAgent = svc.name === plan.agent.service;
   const rl = isProtected(plan);
+  const sandboxed = isAgent && plan.agent.sandbox !== undefined;
+  if (sandboxed && !input.agentRuntime) {
+    throw new Error(`service ${svc.name} is sandboxed (${plan.agent.sandbox}) and no runtime was given`);
+  }
   const tmpfs: Record<string, string> = {};
   for (const t of svc.tmpfs) {
     const [path = "", opts = ""] = t.split(/:(.*)/s);
@@ -67,7 +101,9 @@ export function containerSpec(input: SpecInput): Docker.ContainerCreateOptions {
     Image: input.image,
     Cmd: cmd,
     Entrypoint: entrypoint,
-    Env: Object.entries(svc.environment).map(([k, v]) => `${k}=${v}`),
+    Env: Object.entries({ ...svc.environment, ...(isAgent ? input.agentEnv : {}) }).map(
+      ([k, v]) => `${k}=${v}`,
+    ),
     WorkingDir: svc.workingDir,
     User: svc.user,
     Hostname: svc.hostname ?? svc.name,
@@ -88,29 +124,34 @@ export function containerSpec(input: SpecInput): Docker.ContainerCreateOptions {
         : undefined,
     StopTimeout: svc.stopGracePeriodMs !== undefined ? Math.ceil(svc.stopGracePeriodMs / 1000) : undefined,
     HostConfig: {
+      ...(sandboxed ? { Runtime: input.agentRuntime } : {}),
       NetworkMode: networked ? input.networkName : "none",
       Mounts: svc.volumes.map((v) => ({
         Type: "volume" as const,
         Source: input.volumeNames[v.source] ?? v.source,
         Target: v.target,
         ReadOnly: v.readOnly,
+        ...(input.restored
+          ? { VolumeOptions: { NoCopy: true, Labels: {}, DriverConfig: { Name: "local", Options: {} } } }
+          : {}),
       })),
       Tmpfs: tmpfs,
       StorageOpt: input.layerCapBytes !== undefined ? { size: String(input.layerCapBytes) } : undefined,
       ...confinement(svc.resources, {
         capDrop: rl ? (isAgent ? ["ALL"] : [...new Set([...SERVICE_CAP_DROP, ...svc.capDrop])]) : svc.capDrop,
-        capAdd: rl && isAgent ? AGENT_CAPS : [],
+        capAdd: sandboxed ? SANDBOXED_AGENT_CAPS : rl && isAgent ? AGENT_CAPS : [],
         // Kind service asks for it in the file (security_opt): there, root must keep its
         // capabilities in `exec --user root` when the service runs as a non-root user.
         noNewPrivileges: rl || svc.noNewPrivileges === true,
         dnsOptions: svc.dnsOpt,
-        noIpv6: plan.egress === "deny" && networked,
+        noIpv6: plan.egress !== "allow" && networked,
       }),
       RestartPolicy: {
         Name: svc.restart && svc.restart !== "no" ? svc.restart : "",
         MaximumRetryCount: svc.restartMaxRetries,
       },
-      Init: svc.init,
+      // Under gVisor the processes denvd kills are reaped by an init (runsc lists zombies too).
+      Init: sandboxed ? true : svc.init,
       PortBindings: bindings,
     },
     NetworkingConfig: networked

@@ -30,8 +30,15 @@ export interface EnvironmentRecord {
   verifierImage?: ImageRecord;
   /** Tar of the verifier's tests folder, kept on the host only. */
   testsTar?: string;
-  /** Processes running when the environment became ready: [host pid, start time]. */
+  /**
+   * Processes running when the environment became ready: [host pid, start time]; for the
+   * sandboxed agent service [sandbox pid, 0] (see host/runsc.ts).
+   */
   baseline: Record<string, Array<[number, number]>>;
+  /** The engine runtime of the sandboxed agent service (x-denv.agent.sandbox), e.g. runsc. */
+  agentRuntime?: string;
+  /** x-denv.egress: mirrors: the port of the environment's mirror proxy on its gateway. */
+  egressProxyPort?: number;
   createdAt: string;
   evidence: Record<string, unknown>;
 }

@@ -230,14 +230,16 @@ export const ComposeReasons = {
 
   // x-denv.
   kind: (kind: string) => `'${kind}' is not a kind: use rl-environment or service`,
-  agentRoot: "the agent is never root on an rl-environment (protection 1); give a non-root user",
+  agentRoot:
+    "the agent is never root on an rl-environment (protection 1); give a non-root user, or confine it with x-denv.agent.sandbox: gvisor",
+  agentSandbox: (value: string) => `'${value}' is not an agent sandbox: use gvisor`,
   verifierEgress: (value: string) =>
     `'${value}' is not a verifier egress policy: use deny, or mirrors (the host's package mirrors, through denvd's proxy)`,
   verifierSameUser: (user: string) =>
     `the verifier is a separate principal (protection 2); user '${user}' is also the agent's user`,
   egressAllowOnRlEnvironment:
     "an rl-environment denies egress (protection 5); set x-denv.kind: service to allow it",
-  egress: (value: string) => `'${value}' is not an egress policy: use deny or allow`,
+  egress: (value: string) => `'${value}' is not an egress policy: use deny, mirrors or allow`,
   submissionPath: (path: string) => `'${path}' is not an absolute path without '..' below /`,
   undeclaredSnapshotVolume: (name: string) => `volume '${name}' is not declared under top-level 'volumes'`,
 } as const;
@@ -317,6 +319,9 @@ export const HostRefusals = {
   diskUnenforceable: (what: string, why: string) =>
     `refused: x-denv.disk caps ${what}, and this host cannot enforce it (${why}); remove the cap or deploy on a host that can`,
   /** Images denvd built are scoped to their project: no project runs another's build. */
+  /** x-denv.agent.sandbox asked for a runtime the host's engine does not have. */
+  sandboxUnavailable: (sandbox: string, runtime: string) =>
+    `refused: x-denv.agent.sandbox is ${sandbox}, and this host's Docker engine has no '${runtime}' runtime (scripts/setup-host registers it); deploy on a host that has it`,
   foreignImage: (image: string, owner: string) =>
     `refused: image '${image}' was built on this host for project '${owner}'; a project runs only its own builds and images denv did not build`,
 } as const;

@@ -134,11 +134,17 @@ export const VerifierPlan = z.object({
 });
 export type VerifierPlan = z.infer<typeof VerifierPlan>;
 
+/** A sandbox that confines the agent service beyond the container (x-denv.agent.sandbox). */
+export const AgentSandbox = z.enum(["gvisor"]);
+export type AgentSandbox = z.infer<typeof AgentSandbox>;
+
 export const AgentPlan = z.object({
   service: z.string(),
-  /** Non-root user exec defaults to (name or uid[:gid]). */
+  /** The user exec defaults to (name or uid[:gid]); root only inside a `sandbox`. */
   user: z.string(),
   workdir: z.string(),
+  /** gvisor: the agent service runs under gVisor's runsc, and the agent may be root in it. */
+  sandbox: AgentSandbox.optional(),
 });
 export type AgentPlan = z.infer<typeof AgentPlan>;
 
@@ -151,7 +157,8 @@ export const Plan = z.object({
   volumes: z.array(z.string()),
   agent: AgentPlan,
   verifier: VerifierPlan.optional(),
-  egress: z.enum(["deny", "allow"]),
+  /** deny; mirrors: the host's package mirrors through denvd's proxy, nothing else; allow (service). */
+  egress: z.enum(["deny", "mirrors", "allow"]),
   /** Volumes captured by snapshots (default: all). */
   snapshotVolumes: z.array(z.string()),
   placement: z.record(z.string(), z.string()),

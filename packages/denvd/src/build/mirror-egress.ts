@@ -7,6 +7,9 @@ import { MirrorProxy, type ProxyRequest } from "./mirror-proxy.js";
  * network's reject rules. Everything else stays refused; every request is evidence.
  */
 export interface MirrorEgress {
+  /** The proxy's URL on the network's gateway. */
+  url: string;
+  port: number;
   /** http_proxy and friends for what runs on the network. */
   env: Record<string, string>;
   evidence(): { mirrors: readonly string[]; requests: ProxyRequest[] };
@@ -16,8 +19,9 @@ export interface MirrorEgress {
 export async function openMirrorEgress(
   network: { id: string; gateway: string },
   mirrors: readonly string[],
+  port = 0,
 ): Promise<MirrorEgress> {
-  const proxy = await MirrorProxy.start(network.gateway, mirrors);
+  const proxy = await MirrorProxy.start(network.gateway, mirrors, port);
   try {
     await allowHostPort(network.id, network.gateway, proxy.port);
   } catch (err) {
@@ -26,6 +30,8 @@ export async function openMirrorEgress(
   }
   const url = proxy.url;
   return {
+    url,
+    port: proxy.port,
     env: { http_proxy: url, https_proxy: url, HTTP_PROXY: url, HTTPS_PROXY: url },
     evidence: () => ({ mirrors, requests: [...proxy.requests] }),
     close: async () => {

@@ -38,12 +38,12 @@ export class MirrorProxy {
     readonly mirrors: MirrorList,
   ) {}
 
-  /** Listens on `address` (the build network's gateway), on a free port. */
-  static async start(address: string, mirrors: MirrorList): Promise<MirrorProxy> {
+  /** Listens on `address` (the network's gateway), on `port` (default: a free one). */
+  static async start(address: string, mirrors: MirrorList, listenPort = 0): Promise<MirrorProxy> {
     const server = createServer();
     await new Promise<void>((resolve, reject) => {
       server.once("error", reject);
-      server.listen(0, address, () => resolve());
+      server.listen(listenPort, address, () => resolve());
     });
     const port = (server.address() as { port: number }).port;
     const proxy = new MirrorProxy(server, address, port, mirrors);

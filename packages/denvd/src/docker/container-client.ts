@@ -117,6 +117,7 @@ export class ContainerClient {
         capAdd: hc.CapAdd ?? [],
         securityOpt: hc.SecurityOpt ?? [],
         networkMode: hc.NetworkMode ?? "",
+        runtime: (hc as { Runtime?: string }).Runtime ?? "",
       },
       user: c.Config.User ?? "",
       resolvConfPath: (c as { ResolvConfPath?: string }).ResolvConfPath ?? "",

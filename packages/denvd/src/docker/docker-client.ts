@@ -51,6 +51,16 @@ export class DockerClient {
     }
   }
 
+  /** The OCI runtimes the engine has (asked each time: `dockerd` reloads them on SIGHUP). */
+  async runtimes(): Promise<string[]> {
+    try {
+      const info = (await this.api.info()) as { Runtimes?: Record<string, unknown> };
+      return Object.keys(info.Runtimes ?? {});
+    } catch (err) {
+      throw engineError(err, "the Docker engine does not answer (is dockerd running?)");
+    }
+  }
+
   /**
    * Whether the engine can cap a container's writable layer (`--storage-opt size`): overlay2 on
    * xfs (with project quotas), btrfs and zfs can; overlay2 on ext4 cannot.

@@ -24,6 +24,8 @@ export interface ContainerState {
     capAdd: string[];
     securityOpt: string[];
     networkMode: string;
+    /** The OCI runtime (runc, or runsc for a sandboxed agent). */
+    runtime: string;
   };
   user: string;
   /** The host file the engine generated and bind-mounts at /etc/resolv.conf ("" when none). */

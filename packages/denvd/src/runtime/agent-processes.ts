@@ -2,6 +2,7 @@ import { readFile } from "node:fs/promises";
 import { DenvError, Protection } from "@denv/spec";
 import type { DockerClient } from "../docker/docker-client.js";
 import { killAll } from "../host/proc-tree.js";
+import { killSandboxProcesses, sandboxProcesses } from "../host/runsc.js";
 import type { EnvironmentRecord } from "../records.js";
 
 /**
@@ -19,6 +20,11 @@ async function startTime(pid: number): Promise<number> {
   }
 }
 
+/** The engine runtime of a service's container when it is sandboxed (gVisor), else undefined. */
+export function sandboxRuntimeOf(rec: EnvironmentRecord, service: string): string | undefined {
+  return service === rec.plan.agent.service ? rec.agentRuntime : undefined;
+}
+
 /** Every process of every service, as the baseline of a ready environment. */
 export async function captureBaseline(
   docker: DockerClient,
@@ -26,6 +32,11 @@ export async function captureBaseline(
 ): Promise<EnvironmentRecord["baseline"]> {
   const out: EnvironmentRecord["baseline"] = {};
   for (const [svc, id] of Object.entries(rec.containers)) {
+    const runtime = sandboxRuntimeOf(rec, svc);
+    if (runtime !== undefined) {
+      out[svc] = (await sandboxProcesses(runtime, id)).map((p): [number, number] => [p.pid, 0]);
+      continue;
+    }
     const pids = await docker.containers.processes(id);
     out[svc] = await Promise.all(pids.map(async (p): Promise<[number, number]> => [p, await startTime(p)]));
   }
@@ -43,9 +54,21 @@ export async function stopAgent(
   const baseline = new Map(
     Object.entries(rec.baseline).map(([svc, list]) => [svc, new Set(list.map(([p, t]) => `${p}:${t}`))]),
   );
+  // A sandboxed service's processes are gVisor's, killed through runsc (never a host pid).
+  let sandboxKilled = 0;
+  for (const [svc, id] of Object.entries(rec.containers)) {
+    const runtime = sandboxRuntimeOf(rec, svc);
+    if (runtime === undefined) continue;
+    const base = baseline.get(svc) ?? new Set<string>();
+    const extra = (await sandboxProcesses(runtime, id)).map((p) => p.pid).filter((p) => !base.has(`${p}:0`));
+    const left = await killSandboxProcesses(runtime, id, extra);
+    if (left.length > 0) throw new DenvError("agent_survived", Protection.agentSurvived(left.length));
+    sandboxKilled += extra.length;
+  }
   const extras = async (): Promise<number[]> => {
     const out: number[] = [];
     for (const [svc, id] of Object.entries(rec.containers)) {
+      if (sandboxRuntimeOf(rec, svc) !== undefined) continue;
       const base = baseline.get(svc) ?? new Set<string>();
       for (const p of await docker.containers.processes(id)) {
         if (!base.has(`${p}:${await startTime(p)}`)) out.push(p);
@@ -56,7 +79,7 @@ export async function stopAgent(
   // Rounds, until Docker's own view of the containers shows nothing extra: a process that
   // forked between a listing and its signal is caught by the next round, and so is a
   // healthcheck the engine started meanwhile (harmless to kill; it is not the agent's).
-  let killed = 0;
+  let killed = sandboxKilled;
   for (let round = 0; round < 10; round++) {
     const found = await extras();
     if (found.length === 0) return { killed, survivors: 0 };

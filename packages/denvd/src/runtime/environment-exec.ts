@@ -3,7 +3,9 @@ import { DenvError } from "@denv/spec";
 import type { DockerClient } from "../docker/docker-client.js";
 import { type RawExecResult, type RunExecOptions, runExec } from "../exec-runner.js";
 import { statOf } from "../host/proc-tree.js";
+import { killSandboxProcesses, sandboxProcesses, treeOf } from "../host/runsc.js";
 import type { EnvironmentRecord } from "../records.js";
+import { sandboxRuntimeOf } from "./agent-processes.js";
 import { principalFor } from "./principals.js";
 
 export interface ExecOptions {
@@ -42,6 +44,8 @@ export async function execInEnvironment(
     );
   }
   const { containerId } = principal;
+  const runtime = sandboxRuntimeOf(rec, principal.service);
+  const sandbox = runtime === undefined ? undefined : await SandboxExec.before(runtime, containerId);
   let root = 0;
   try {
     return await runExec(docker, {
@@ -51,9 +55,16 @@ export async function execInEnvironment(
         const live = liveExecs.get(containerId) ?? new Set<number>();
         live.add(pid);
         liveExecs.set(containerId, live);
+        sandbox?.started();
       },
-      escapees: (execRoot, rootStart) =>
-        escapees(docker, containerId, rec.baseline[principal.service] ?? [], execRoot, rootStart),
+      escapees: async (execRoot, rootStart) => {
+        if (sandbox) {
+          const alone = (liveExecs.get(containerId)?.size ?? 0) <= 1;
+          await sandbox.kill(rec.baseline[principal.service] ?? [], alone);
+          return [];
+        }
+        return escapees(docker, containerId, rec.baseline[principal.service] ?? [], execRoot, rootStart);
+      },
       argv: o.cmd ?? ["sh", "-c", o.shell as string],
       user: principal.user,
       cwd: o.cwd ?? (principal.isAgent ? rec.plan.agent.workdir : undefined),
@@ -69,6 +80,7 @@ export async function execInEnvironment(
       signal: o.signal,
     });
   } finally {
+    sandbox?.done();
     liveExecs.get(containerId)?.delete(root);
     if (liveExecs.get(containerId)?.size === 0) liveExecs.delete(containerId);
   }
@@ -101,4 +113,55 @@ async function escapees(
     if (st && pid !== root && st.startTime >= rootStart && !keep.has(st.session)) out.push(pid);
   }
   return out;
+}
+
+/** Sandbox roots (pid, container) already claimed by a live exec. */
+const claimedRoots = new Set<string>();
+
+/**
+ * An exec in a gVisor container, whose processes are gVisor's: the engine reports the host pid
+ * of runsc's proxy, not of the command. The exec's own processes are found in the sandbox: its
+ * root is a new parentless process that appeared once it started (claimed so that a concurrent
+ * exec does not take it), and what it left behind are processes newer than its start.
+ */
+class SandboxExec {
+  private roots: number[] = [];
+  private claiming: Promise<void> | undefined;
+
+  private constructor(
+    private readonly runtime: string,
+    private readonly containerId: string,
+    private readonly before: ReadonlySet<number>,
+  ) {}
+
+  static async before(runtime: string, containerId: string): Promise<SandboxExec> {
+    const pids = new Set((await sandboxProcesses(runtime, containerId)).map((p) => p.pid));
+    return new SandboxExec(runtime, containerId, pids);
+  }
+
+  started(): void {
+    this.claiming = (async () => {
+      for (const p of await sandboxProcesses(this.runtime, this.containerId)) {
+        const key = `${this.containerId}:${p.pid}`;
+        if (p.ppid === 0 && !this.before.has(p.pid) && !claimedRoots.has(key)) {
+          claimedRoots.add(key);
+          this.roots.push(p.pid);
+        }
+      }
+    })().catch(() => undefined);
+  }
+
+  /** Kills the exec's tree and, when no other exec runs there, every process newer than it. */
+  async kill(baseline: Array<[number, number]>, alone: boolean): Promise<void> {
+    await this.claiming;
+    const all = await sandboxProcesses(this.runtime, this.containerId);
+    const keep = new Set(baseline.map(([p]) => p));
+    const doomed = new Set(this.roots.flatMap((r) => treeOf(all, r)));
+    if (alone) for (const p of all) if (!this.before.has(p.pid) && !keep.has(p.pid)) doomed.add(p.pid);
+    await killSandboxProcesses(this.runtime, this.containerId, [...doomed]);
+  }
+
+  done(): void {
+    for (const r of this.roots) claimedRoots.delete(`${this.containerId}:${r}`);
+  }
 }

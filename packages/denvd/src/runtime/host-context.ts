@@ -2,6 +2,7 @@ import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { checkName, DenvError, labelsFor, type Role } from "@denv/spec";
 import { hostMirrors } from "../build/host-mirrors.js";
+import type { MirrorEgress } from "../build/mirror-egress.js";
 import { DockerClient } from "../docker/docker-client.js";
 import { Canary } from "../host/canary.js";
 import { type EnvironmentRecord, RecordStore, type VersionRecord } from "../records.js";
@@ -29,6 +30,8 @@ export interface RuntimeOptions {
   beforeProbe?: (env: EnvironmentRecord) => Promise<void>;
   /** Hosts the builds of rl-environments may fetch from (default: this host's apt and pip mirrors). */
   buildMirrors?: string[];
+  /** The engine's runtime for x-denv.agent.sandbox: gvisor (default runsc). */
+  gvisorRuntime?: string;
 }
 
 /** The tunables of a host, defaults filled in. */
@@ -38,6 +41,7 @@ export interface HostSettings {
   healthTimeoutMs: number;
   beforeProbe: ((env: EnvironmentRecord) => Promise<void>) | undefined;
   buildMirrors: readonly string[];
+  gvisorRuntime: string;
 }
 
 const DEFAULTS = {
@@ -65,6 +69,8 @@ export interface HostContext {
   readonly locks: Locks;
   /** Build networks in use: no record owns them, and gc leaves them alone. */
   readonly building: Set<string>;
+  /** The mirror proxies of environments with x-denv.egress: mirrors, by environment id. */
+  readonly agentEgress: Map<string, MirrorEgress>;
   log(line: string): void;
   /** The labels of an object this host creates for an environment. */
   labels(
@@ -106,9 +112,11 @@ export async function openHostContext(options: RuntimeOptions): Promise<HostCont
       healthTimeoutMs: options.healthTimeoutMs ?? DEFAULTS.healthTimeoutMs,
       beforeProbe: options.beforeProbe,
       buildMirrors: options.buildMirrors ?? (await hostMirrors()),
+      gvisorRuntime: options.gvisorRuntime ?? "runsc",
     },
     locks: new Locks(),
     building: new Set(),
+    agentEgress: new Map(),
     log,
     labels: (env, role, command, extra = {}) =>
       labelsFor({ host: hostId, project: env.project, environment: env.id, role, command, ...extra }),

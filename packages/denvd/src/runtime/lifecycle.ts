@@ -50,7 +50,7 @@ export async function startEnvironment(
   phase.end("health", { services: rec.plan.services.map((s) => s.name) });
   const fresh = await captureBaseline(ctx.docker, rec);
   for (const [svc, list] of Object.entries(fresh)) if (!wasRunning.has(svc)) rec.baseline[svc] = list;
-  if (rec.plan.egress === "deny") {
+  if (rec.plan.egress !== "allow") {
     phase.start("probe");
     const probe = egressProbe(await probeEgress(ctx.docker, ctx.canary, rec));
     if (!probe.ok) {
@@ -78,6 +78,8 @@ export async function removeEnvironment(
 ): Promise<void> {
   phase.start("destroy");
   await Promise.all(Object.values(rec.containers).map((id) => ctx.docker.containers.remove(id)));
+  await ctx.agentEgress.get(rec.id)?.close();
+  ctx.agentEgress.delete(rec.id);
   await removeRejectRule(rec.network.id);
   await ctx.docker.networks.remove(rec.network.id);
   for (const v of Object.values(rec.volumes)) {

@@ -1,5 +1,15 @@
 import { randomBytes } from "node:crypto";
-import { DenvError, type EgressProbe, type EnvironmentEvidence, Protection } from "@denv/spec";
+import {
+  type AgentEvidence,
+  DenvError,
+  type EgressProbe,
+  type EnvironmentEvidence,
+  HostRefusals,
+  isRootUser,
+  type Plan,
+  Protection,
+} from "@denv/spec";
+import { type MirrorEgress, openMirrorEgress } from "../build/mirror-egress.js";
 import { containerSpec, isProtected } from "../container-spec.js";
 import type { NetworkInfo } from "../docker/docker-client.js";
 import { rejectToHost, removeRejectRule } from "../host/firewall.js";
@@ -11,7 +21,7 @@ import type { HostContext } from "./host-context.js";
 import { egressProbe } from "./host-reports.js";
 import { ownWorkdir } from "./own-workdir.js";
 import type { PhaseListener } from "./phase-listener.js";
-import { resolvesToRoot } from "./principals.js";
+import { resolveUid } from "./principals.js";
 import { startServices } from "./start-services.js";
 import { freeSubnet } from "./subnets.js";
 import type { Undo } from "./undo.js";
@@ -40,14 +50,23 @@ export async function materialize(
   phase.start("place");
   const t0 = Date.now();
   const envRef = { project: base.project, id: base.id };
-  const egressDenied = plan.egress === "deny";
+  const egressDenied = plan.egress !== "allow";
   const disk = await decideDiskCaps(ctx, plan);
+  const agentRuntime = await sandboxRuntime(ctx, plan);
 
   const network = await createNetwork(ctx, base, egressDenied);
   undo.push(`network ${network.name}`, () => ctx.docker.networks.remove(network.id));
   if (egressDenied) {
     await rejectToHost(network.id);
     undo.push(`firewall rule of ${network.name}`, () => removeRejectRule(network.id));
+  }
+  // Egress by phase: with x-denv.egress: mirrors the agent's episode reaches the host's package
+  // mirrors through denvd's proxy on the gateway, and nothing else (the probe still runs).
+  let egress: MirrorEgress | undefined;
+  if (plan.egress === "mirrors") {
+    const opened = await openMirrorEgress(network, ctx.settings.buildMirrors);
+    egress = opened;
+    undo.push(`mirror proxy of ${network.name}`, () => opened.close());
   }
 
   if (from) phase.end("place", { host: ctx.hostId }, "restore");
@@ -94,17 +113,33 @@ export async function materialize(
         volumeNames,
         layerCapBytes: disk.layerBytes,
         labels: ctx.labels(envRef, "service", command, { service: svc.name, version: base.parentVersion }),
+        agentRuntime,
+        agentEnv: egress?.env,
+        restored: from !== undefined,
       }),
     );
     rec.containers[svc.name] = id;
     undo.push(`container ${svc.name}`, () => ctx.docker.containers.remove(id));
   }
+  let agentEvidence: AgentEvidence | undefined;
   if (isProtected(plan)) {
     const agent = rec.containers[plan.agent.service] as string;
-    // The validator refused root spellings; a name can still be uid 0 in the image's passwd.
-    if (await resolvesToRoot(ctx.docker, agent, plan.agent.user)) {
+    const uid = (await resolveUid(ctx.docker, agent, plan.agent.user)) ?? null;
+    const root = isRootUser(plan.agent.user) || uid === 0;
+    // The validator refused root spellings outside a sandbox; a name can still be uid 0 in the
+    // image's passwd.
+    if (root && agentRuntime === undefined) {
       throw new DenvError("agent_root", Protection.agentRoot(plan.agent.service));
     }
+    agentEvidence = {
+      service: plan.agent.service,
+      user: plan.agent.user,
+      uid,
+      root,
+      confinement: agentRuntime === undefined ? "container" : "gvisor",
+      ...(agentRuntime === undefined ? {} : { runtime: agentRuntime }),
+    };
+    if (agentRuntime !== undefined) rec.agentRuntime = agentRuntime;
     if (!from) await ownWorkdir(ctx.docker, rec);
   }
   const tCreated = Date.now();
@@ -149,7 +184,19 @@ export async function materialize(
     },
     probe: probe ?? { skipped: "egress allowed (service project)" },
     disk: disk.evidence,
+    ...(agentEvidence ? { agent: agentEvidence } : {}),
+    egress: {
+      mode: plan.egress,
+      ...(egress ? { mirrors: [...ctx.settings.buildMirrors], proxy: egress.url } : {}),
+    },
   };
+  if (egress) {
+    rec.egressProxyPort = egress.port;
+    ctx.agentEgress.set(rec.id, egress);
+    undo.push(`mirror proxy entry of ${rec.id}`, async () => {
+      ctx.agentEgress.delete(rec.id);
+    });
+  }
   rec.evidence = evidence;
   await ctx.records.putEnvironment(rec);
   undo.push(`record ${rec.id}`, () => ctx.records.deleteEnvironment(rec.id));
@@ -177,4 +224,17 @@ async function createNetwork(
       }
     }
   });
+}
+
+/**
+ * The engine runtime a sandboxed agent service runs under, refused before anything is created
+ * when the engine lacks it; undefined when the agent is not sandboxed.
+ */
+export async function sandboxRuntime(ctx: HostContext, plan: Plan): Promise<string | undefined> {
+  if (plan.agent.sandbox === undefined) return undefined;
+  const runtime = ctx.settings.gvisorRuntime;
+  if (!(await ctx.docker.runtimes()).includes(runtime)) {
+    throw new DenvError("invalid_request", HostRefusals.sandboxUnavailable(plan.agent.sandbox, runtime));
+  }
+  return runtime;
 }

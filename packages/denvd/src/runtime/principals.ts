@@ -39,9 +39,11 @@ export async function principalFor(
   }
   const isAgent = service === rec.plan.agent.service;
   const user = ask.user ?? (isAgent ? rec.plan.agent.user : undefined);
+  // A sandboxed agent may be root: root there is gVisor's, not the host's (protection 1).
   if (
     isAgent &&
     isProtected(rec.plan) &&
+    rec.plan.agent.sandbox === undefined &&
     user !== undefined &&
     (await resolvesToRoot(docker, containerId, user))
   ) {

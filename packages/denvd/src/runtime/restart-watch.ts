@@ -17,7 +17,7 @@ export function watchRestarts(ctx: HostContext): Promise<() => void> {
 async function onStart(ctx: HostContext, containerId: string, envId: string | undefined): Promise<void> {
   if (!envId) return;
   const rec = await ctx.records.getEnvironment(envId);
-  if (rec?.plan.egress !== "deny") return;
+  if (rec === undefined || rec.plan.egress === "allow") return;
   const state = await ctx.docker.containers.inspect(containerId);
   if (state?.running && state.pid > 0 && state.hostConfig.networkMode !== "none")
     await removeDefaultRoute(state.pid);

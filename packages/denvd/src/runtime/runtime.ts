@@ -12,7 +12,9 @@ import {
   type ProjectKind,
 } from "@denv/spec";
 import { buildImages } from "../build/build-images.js";
+import { openMirrorEgress } from "../build/mirror-egress.js";
 import type { RawExecResult } from "../exec-runner.js";
+import { removeHostPort } from "../host/firewall.js";
 import { type ProbeResult, probeEgress } from "../probe.js";
 import { loadPlan } from "../project-loader.js";
 import { stopAgent } from "./agent-processes.js";
@@ -30,7 +32,7 @@ import {
 } from "./host-context.js";
 import { hostEnvironment, type VersionInfo, versionInfo } from "./host-reports.js";
 import { deleteVersion, removeEnvironment, startEnvironment, stopEnvironment } from "./lifecycle.js";
-import { materialize } from "./materialize.js";
+import { materialize, sandboxRuntime } from "./materialize.js";
 import { noPhases, type PhaseListener } from "./phase-listener.js";
 import { watchRestarts } from "./restart-watch.js";
 import { snapshotEnvironment } from "./snapshot-environment.js";
@@ -51,6 +53,25 @@ export interface DeployRequest {
   /** The project's kind as its admin set it; a file asking for another kind is refused. */
   kind?: ProjectKind | undefined;
   onPhase?: PhaseListener;
+}
+
+/**
+ * The mirror proxies of running environments with x-denv.egress: mirrors, on the ports their
+ * agents were given (a proxy lives in denvd's process; a restart must not cut the episode off).
+ */
+async function reopenAgentEgress(ctx: HostContext): Promise<void> {
+  for (const rec of await ctx.records.environments()) {
+    if (rec.plan.egress !== "mirrors" || rec.egressProxyPort === undefined) continue;
+    try {
+      await removeHostPort(rec.network.id, rec.network.gateway, rec.egressProxyPort);
+      ctx.agentEgress.set(
+        rec.id,
+        await openMirrorEgress(rec.network, ctx.settings.buildMirrors, rec.egressProxyPort),
+      );
+    } catch (err) {
+      ctx.log(`${rec.id}: cannot reopen its mirror proxy: ${(err as Error).message}`);
+    }
+  }
 }
 
 function newId(): string {
@@ -77,6 +98,7 @@ export class Runtime {
   static async open(options: RuntimeOptions): Promise<Runtime> {
     const rt = new Runtime(await openHostContext(options), options);
     await rt.gc();
+    await reopenAgentEgress(rt.host);
     rt.stopWatch = await watchRestarts(rt.host);
     return rt;
   }
@@ -108,8 +130,9 @@ export class Runtime {
     if (req.kind !== undefined && plan.kind !== req.kind) {
       throw new DenvError("forbidden", HostRefusals.kindMismatch(project, req.kind, plan.kind));
     }
-    // Caps the host cannot enforce are refused before anything is built.
+    // Caps and a sandbox the host cannot give are refused before anything is built.
     await decideDiskCaps(ctx, plan);
+    await sandboxRuntime(ctx, plan);
     phase.end("validate", { services: plan.services.map((s) => s.name), agent: plan.agent.service });
     return ctx.locks.with(id, async () => {
       if (await ctx.records.getEnvironment(id)) {

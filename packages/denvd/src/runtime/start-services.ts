@@ -17,7 +17,7 @@ export async function startServices(ctx: HostContext, rec: EnvironmentRecord): P
     }
     const id = rec.containers[svc.name] as string;
     await ctx.docker.containers.start(id);
-    if (rec.plan.egress === "deny" && svc.networkMode !== "none") {
+    if (rec.plan.egress !== "allow" && svc.networkMode !== "none") {
       const state = await ctx.docker.containers.inspect(id);
       // A one-shot service may have exited already: it has no namespace left to fix.
       if (state?.running && state.pid > 0) await removeDefaultRoute(state.pid);

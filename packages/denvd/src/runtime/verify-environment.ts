@@ -146,8 +146,11 @@ export async function verifyEnvironment(
     phase.end("run verifier", verifier, "collect");
     const reward = run.timedOut ? undefined : await readReward(ctx.docker, verifierId);
     phase.end("collect", { reward: reward?.reward ?? null });
+    const agentEgress = ctx.agentEgress.get(envId)?.evidence();
     const evidence: HostVerifyResult["evidence"] = {
       ...episodeEvidence,
+      // x-denv.egress: mirrors: every request the agent's episode made through the proxy.
+      ...(agentEgress ? { agent_egress: agentEgress } : {}),
       submission: submission.entries,
       verifier,
       timings: {

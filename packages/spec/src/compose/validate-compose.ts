@@ -149,7 +149,13 @@ export function validateCompose(text: string, ctx: ComposeContext): ValidateResu
   const verifier =
     x.verifier === undefined
       ? undefined
-      : parseVerifier(x.verifier, { ctx, findings, defaults: x.defaults, tags, agentUser: agent?.user });
+      : parseVerifier(x.verifier, {
+          ctx,
+          findings,
+          defaults: x.defaults,
+          tags,
+          agentUser: agent?.sandbox ? undefined : agent?.user,
+        });
 
   if (joinedNetworks.size > 1) findings.note(ComposeNotes.networksMerged([...joinedNetworks]));
 

@@ -27,7 +27,11 @@ export interface VerifierScope {
   findings: Findings;
   defaults: Resources;
   tags: ImageTags;
-  /** The agent's user, which the verifier's must differ from; undefined when unknown. */
+  /**
+   * The agent's user, which the verifier's must differ from; undefined when unknown, and for a
+   * sandboxed agent (its uid is one of gVisor's kernel, never shared with the verifier's
+   * container).
+   */
   agentUser: string | undefined;
 }
 

@@ -71,9 +71,25 @@ describe("x-denv", () => {
 
   it("refuses an explicit root agent on an rl-environment, and allows it on a service project", () => {
     expect(refusals(`${base}x-denv: {agent: {user: root}}\n`)).toEqual([
-      "'x-denv.agent.user' is refused: the agent is never root on an rl-environment (protection 1); give a non-root user",
+      "'x-denv.agent.user' is refused: the agent is never root on an rl-environment (protection 1); give a non-root user, or confine it with x-denv.agent.sandbox: gvisor",
+    ]);
+    expect(refusals(`${base}x-denv: {agent: {user: "00:0", sandbox: none}}\n`)).toEqual([
+      top("x-denv.agent.sandbox", R.agentSandbox("none")),
+      top("x-denv.agent.user", R.agentRoot),
     ]);
     expect(accept(`${base}x-denv: {kind: service, agent: {user: "0"}}\n`).agent.user).toBe("0");
+  });
+
+  it("lets the agent be root only inside a gVisor sandbox", () => {
+    const agent = accept(`${base}x-denv: {agent: {user: root, sandbox: gvisor}}\n`).agent;
+    expect(agent).toEqual({ service: "main", user: "root", workdir: "/workspace", sandbox: "gvisor" });
+    // Without a sandbox the plan has none: the runtime never sees the key.
+    expect(accept(base).agent.sandbox).toBeUndefined();
+  });
+
+  it("takes egress mirrors on an rl-environment (the host's package mirrors through the proxy)", () => {
+    expect(accept(`${base}x-denv: {egress: mirrors}\n`).egress).toBe("mirrors");
+    expect(refusals(`${base}x-denv: {egress: public}\n`)).toEqual([top("x-denv.egress", R.egress("public"))]);
   });
 
   it("refuses an agent service that is not defined", () => {

@@ -1,5 +1,5 @@
 import { ComposeMessages, ComposeReasons, DefaultCaps, DefaultDiskBytes } from "../messages.js";
-import type { AgentPlan, DiskCaps, ProjectKind, Resources, ServicePlan } from "../plan.js";
+import type { AgentPlan, AgentSandbox, DiskCaps, ProjectKind, Resources, ServicePlan } from "../plan.js";
 import { isRootUser } from "../users.js";
 import type { Findings, Refuse } from "./findings.js";
 import { parseResourceBlock, withDefaults } from "./resources.js";
@@ -9,10 +9,10 @@ import { describe, isExtensionKey, isMapping, put, scalarString, stringList } fr
 /** The x-denv block, read before the services (kind and caps apply to them). */
 export interface XDenv {
   kind: ProjectKind;
-  egress: "deny" | "allow";
+  egress: "deny" | "mirrors" | "allow";
   /** Caps of services and of the verifier where they give none. */
   defaults: Resources;
-  agent: { service?: string; user?: string; workdir?: string };
+  agent: { service?: string; user?: string; workdir?: string; sandbox?: AgentSandbox };
   /** Parsed by parseVerifier once the agent is known. */
   verifier?: unknown;
   /** Undefined: every named volume. */
@@ -60,7 +60,7 @@ export function parseXDenv(raw: unknown, findings: Findings, volumes: ReadonlySe
     if (isExtensionKey(key) || key === "kind" || value === null) continue;
     switch (key) {
       case "egress":
-        if (value === "deny") x.egress = "deny";
+        if (value === "deny" || value === "mirrors") x.egress = value;
         else if (value !== "allow")
           refuse(key, ComposeReasons.egress(scalarString(value) ?? describe(value)));
         else if (x.kind === "rl-environment") refuse(key, ComposeReasons.egressAllowOnRlEnvironment);
@@ -105,7 +105,10 @@ function parseAgent(value: unknown, refuse: Refuse, kind: ProjectKind): XDenv["a
   if (!isMapping(value)) {
     refuse(
       "agent",
-      ComposeReasons.expected("a service name or a mapping with service, user and workdir", describe(value)),
+      ComposeReasons.expected(
+        "a service name or a mapping with service, user, workdir and sandbox",
+        describe(value),
+      ),
     );
     return {};
   }
@@ -120,11 +123,13 @@ function parseAgent(value: unknown, refuse: Refuse, kind: ProjectKind): XDenv["a
     } else if (k === "user") {
       if (text === undefined || text === "" || /\s/.test(text)) {
         refuse("agent.user", ComposeReasons.expected("a user name or uid[:gid]", describe(v)));
-      } else if (kind === "rl-environment" && isRootUser(text)) {
-        refuse("agent.user", ComposeReasons.agentRoot);
       } else {
+        // Root is judged once every key is read: x-denv.agent.sandbox may confine it.
         agent.user = text;
       }
+    } else if (k === "sandbox") {
+      if (text === "gvisor") agent.sandbox = text;
+      else refuse("agent.sandbox", ComposeReasons.agentSandbox(text ?? describe(v)));
     } else if (k === "workdir") {
       if (text === undefined || text === "")
         refuse("agent.workdir", ComposeReasons.expected("an absolute path", describe(v)));
@@ -133,6 +138,10 @@ function parseAgent(value: unknown, refuse: Refuse, kind: ProjectKind): XDenv["a
     } else {
       refuse(`agent.${k}`, ComposeReasons.unknownKey);
     }
+  }
+  if (kind === "rl-environment" && agent.user !== undefined && isRootUser(agent.user) && !agent.sandbox) {
+    refuse("agent.user", ComposeReasons.agentRoot);
+    delete agent.user;
   }
   return agent;
 }
@@ -191,6 +200,7 @@ export function resolveAgent(
     service: name,
     user: x.agent.user ?? serviceUser ?? AGENT_DEFAULT_USER,
     workdir: x.agent.workdir ?? service.workingDir ?? AGENT_DEFAULT_WORKDIR,
+    ...(x.agent.sandbox ? { sandbox: x.agent.sandbox } : {}),
   };
 }
 

@@ -60,6 +60,29 @@ export const BuildEvidence = z.union([
 const DiskCap = z.object({ cap_bytes: Count, enforced: z.boolean(), by: z.string() });
 
 /** What an environment's host recorded when it stood the environment up (or started it again). */
+/** Protection 1 as it applied: who the agent is, and what confines it. */
+export const AgentEvidence = z.object({
+  service: z.string(),
+  user: z.string(),
+  /** The uid the user resolved to in the image (null: a name its passwd lacks). */
+  uid: z.number().int().nullable(),
+  root: z.boolean(),
+  /** container: never root, no capability effective; gvisor: root only in gVisor's kernel. */
+  confinement: z.enum(["container", "gvisor"]),
+  /** The engine runtime that confined it (gvisor). */
+  runtime: z.string().optional(),
+});
+export type AgentEvidence = z.infer<typeof AgentEvidence>;
+
+/** Egress as it applied to the agent's episode (protection 5). */
+export const EgressEvidence = z.object({
+  mode: z.enum(["deny", "mirrors", "allow"]),
+  /** mirrors: the hosts the proxy forwards to, and its address on the environment's network. */
+  mirrors: z.array(z.string()).optional(),
+  proxy: z.string().optional(),
+});
+export type EgressEvidence = z.infer<typeof EgressEvidence>;
+
 export const EnvironmentEvidence = z.object({
   placement: z.object({ host: z.string(), reason: z.string() }),
   network: z.object({ name: z.string(), subnet: z.string(), internal: z.boolean() }),
@@ -71,6 +94,10 @@ export const EnvironmentEvidence = z.object({
   build: BuildEvidence.optional(),
   /** The caps of live volumes and writable layers (absent in records from before disk caps). */
   disk: z.object({ volumes: DiskCap, layers: DiskCap }).optional(),
+  /** Protection 1's evidence; absent for a service project and in older records. */
+  agent: AgentEvidence.optional(),
+  /** Protection 5's policy; absent in older records (deny). */
+  egress: EgressEvidence.optional(),
   /** The sum of its services' caps (protection 4): what placement counts it as using on this host. */
   caps: z.object({ memory_bytes: Count, cpus: z.number().nonnegative(), pids: Count }).optional(),
 });
@@ -98,6 +125,12 @@ export const EpisodeSnapshot = z.object({
   total_ms: Ms,
 });
 
+/** A mirror proxy's allow-list and every request it saw (evidence of egress by phase). */
+export const MirrorRequests = z.object({
+  mirrors: z.array(z.string()).readonly(),
+  requests: z.array(ProxyRequest),
+});
+
 /** The verifier's own container and how its run went (`exit_code` null when it timed out). */
 export const VerifierEvidence = z.object({
   container_id: z.string(),
@@ -107,7 +140,7 @@ export const VerifierEvidence = z.object({
   timed_out: z.boolean(),
   duration_ms: Ms,
   /** x-denv.verifier.egress: mirrors — what the proxy allowed and every request it saw. */
-  egress: z.object({ mirrors: z.array(z.string()).readonly(), requests: z.array(ProxyRequest) }).optional(),
+  egress: MirrorRequests.optional(),
 });
 
 /** One submission path copied out of the fork, or a path that was not there. */
@@ -124,6 +157,8 @@ export const VerifyEvidence = z.object({
   fork: z.object({ environment: z.string(), probe: ProbeEvidence }),
   submission: z.array(SubmissionEntry),
   verifier: VerifierEvidence,
+  /** x-denv.egress: mirrors: what the agent's episode fetched through the mirror proxy. */
+  agent_egress: MirrorRequests.optional(),
   /** A refused submission stops the episode early: only `total_ms` then. */
   timings: z.object({
     stop_agent_ms: Ms.optional(),

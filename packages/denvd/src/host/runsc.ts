@@ -1,0 +1,97 @@
+import { access } from "node:fs/promises";
+import { run } from "./run.js";
+
+/**
+ * The processes of a container that runs under gVisor (x-denv.agent.sandbox: gvisor), seen and
+ * signalled through the host's own `runsc` (never a binary of the environment). Inside gVisor a
+ * process is not a host process: the engine's `top` answers with the sandbox's pids (1, 2, ...),
+ * which on the host name unrelated processes, so denvd never signals a host pid for such a
+ * container. gVisor hands out pids in increasing order, so a pid is not reused within a
+ * sandbox's life the way a host pid is.
+ */
+
+/** A process in the sandbox, by its sandbox pid. */
+export interface SandboxProcess {
+  pid: number;
+  ppid: number;
+}
+
+/**
+ * Where the engine's shim keeps runsc's state: the runc shim with `runtimes.<name>.path` uses the
+ * runc state root; a runsc shim its own.
+ */
+const ROOTS = (runtime: string) => [
+  "/var/run/docker/runtime-runc/moby",
+  `/var/run/docker/runtime-${runtime}/moby`,
+  "/run/containerd/runsc/moby",
+];
+
+const roots = new Map<string, string>();
+
+async function stateRoot(runtime: string, containerId: string): Promise<string> {
+  const known = roots.get(containerId);
+  if (known) return known;
+  for (const root of ROOTS(runtime)) {
+    const found = await Promise.any([
+      access(`${root}/${containerId}_sandbox:${containerId}.state`),
+      access(`${root}/${containerId}/state.json`),
+    ]).then(
+      () => true,
+      () => false,
+    );
+    if (found) {
+      roots.set(containerId, root);
+      return root;
+    }
+  }
+  throw new Error(`runsc has no state for container ${containerId} (looked in ${ROOTS(runtime).join(", ")})`);
+}
+
+/** Every process of the sandbox (empty when the container is not running). */
+export async function sandboxProcesses(runtime: string, containerId: string): Promise<SandboxProcess[]> {
+  const root = await stateRoot(runtime, containerId);
+  const r = await run("runsc", ["--root", root, "ps", containerId]);
+  if (r.code !== 0) {
+    if (/not running|does not exist|stopped/i.test(r.stderr)) return [];
+    throw new Error(`runsc ps ${containerId}: ${r.stderr.trim()}`);
+  }
+  // UID PID PPID C TTY STIME TIME CMD
+  const out: SandboxProcess[] = [];
+  for (const line of r.stdout.split("\n").slice(1)) {
+    const cols = line.trim().split(/\s+/);
+    const pid = Number(cols[1]);
+    const ppid = Number(cols[2]);
+    if (Number.isInteger(pid) && pid > 0 && Number.isInteger(ppid)) out.push({ pid, ppid });
+  }
+  return out;
+}
+
+/** SIGKILLs sandbox pids; the ones still there afterwards are returned. */
+export async function killSandboxProcesses(
+  runtime: string,
+  containerId: string,
+  pids: number[],
+  settleMs = 2000,
+): Promise<number[]> {
+  if (pids.length === 0) return [];
+  const root = await stateRoot(runtime, containerId);
+  await Promise.all(
+    pids.map((pid) => run("runsc", ["--root", root, "kill", "--pid", String(pid), containerId, "KILL"])),
+  );
+  const deadline = Date.now() + settleMs;
+  for (;;) {
+    const live = new Set((await sandboxProcesses(runtime, containerId)).map((p) => p.pid));
+    const left = pids.filter((p) => live.has(p));
+    if (left.length === 0 || Date.now() > deadline) return left;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+/** The pids of `root`'s tree (itself included) in a process list. */
+export function treeOf(processes: SandboxProcess[], root: number): number[] {
+  const out = [root];
+  for (let i = 0; i < out.length; i++) {
+    for (const p of processes) if (p.ppid === out[i] && !out.includes(p.pid)) out.push(p.pid);
+  }
+  return out.filter((pid) => processes.some((p) => p.pid === pid));
+}
