@@ -1,5 +1,12 @@
 import { readFile } from "node:fs/promises";
-import { ControlPlaneMessages, type DeploymentKind, Phases } from "@denv/spec";
+import {
+  ControlPlaneMessages,
+  type DeploymentKind,
+  HostMessages,
+  Phases,
+  PlacementMessages,
+  SandboxMessages,
+} from "@denv/spec";
 import { describe, expect, it } from "vitest";
 import { SETTINGS } from "./config.js";
 
@@ -28,5 +35,27 @@ describe("docs/reference pages of the control plane", () => {
     expect(
       flat.includes(ControlPlaneMessages.resumeTimedOut("<host>", "<seconds>" as unknown as number)),
     ).toBe(true);
+  });
+
+  it("targets.md quotes every placement exclusion and error; api.md the sandbox batch's", async () => {
+    const flat = (await read("targets.md")).replace(/\s+/g, " ");
+    const quoted = [
+      PlacementMessages.missingLabel("k=v"),
+      PlacementMessages.needsTransfer("P@vN", "SIZE"),
+      PlacementMessages.notEnough("memory", "N", "F", "L"),
+      ControlPlaneMessages.noOnlineHost("T"),
+      HostMessages.allDraining("T"),
+      PlacementMessages.noHostWithLabels("T", "k=v, k2=v2"),
+      PlacementMessages.noHostWithRoom("T", "NEED", "HOST: not enough R: ...", "--placement-overcommit-R"),
+      HostMessages.versionOnDrainingHost("H", "P@vN"),
+      PlacementMessages.versionHostOffline("H", "P@vN"),
+      PlacementMessages.versionHostFull("H", "P@vN", "not enough R: ..."),
+    ];
+    for (const m of quoted) expect(flat.includes(m), m).toBe(true);
+    const api = (await read("api.md")).replace(/\s+/g, " ");
+    const n = (s: string) => s as unknown as number;
+    const batch = SandboxMessages.batchFailed(n("I"), n("N"), "PROJECT/NAME", "WHY", n("K"));
+    expect(api.includes(batch), batch).toBe(true);
+    expect(api.includes(SandboxMessages.cleanupFailed("PROJECT/NAME", "..."))).toBe(true);
   });
 });
