@@ -134,9 +134,14 @@ def test_archive_hash_is_stable_and_follows_content(tmp_path: Path) -> None:
 
 
 def test_options_defaults_and_ek_values() -> None:
-    assert parse_ek_options(DenvHarborOptions, None) == DenvHarborOptions(
-        url=None, token=None, project=None, ttl_sec=3600, verifier_user="1001"
+    defaults = parse_ek_options(DenvHarborOptions, None)
+    assert defaults == DenvHarborOptions(
+        url=None, token=None, project=None, ttl_sec=3600, agent_sandbox="gvisor"
     )
+    # Harbor's agent and verifier are root: in gVisor's kernel by default, never the host's.
+    assert (defaults.verifier, defaults.public_network) == ("root", "mirrors")
+    plain = parse_ek_options(DenvHarborOptions, {"agent_sandbox": "none"})
+    assert plain.verifier == "1001"
     # Harbor's --ek parses values as JSON: numbers arrive as numbers, text as text.
     opts = parse_ek_options(
         DenvHarborOptions,
@@ -153,7 +158,7 @@ def test_an_unknown_option_is_refused_in_one_line_naming_it() -> None:
         parse_ek_options(DenvHarborOptions, {"ttl": 60})
     assert str(caught.value) == (
         "denv.harbor:DenvEnvironment --ek: unknown option 'ttl' "
-        "(the options: url, token, project, ttl_sec, verifier_user, public_network)"
+        "(the options: url, token, project, ttl_sec, agent_sandbox, verifier_user, public_network)"
     )
 
 
@@ -161,7 +166,8 @@ def test_a_value_that_does_not_fit_is_refused_in_one_line() -> None:
     with pytest.raises(ValueError, match="public_network") as caught:
         parse_ek_options(DenvHarborOptions, {"public_network": "allow"})
     assert str(caught.value) == (
-        "denv.harbor:DenvEnvironment --ek: public_network='allow': expected one of refuse, deny"
+        "denv.harbor:DenvEnvironment --ek: public_network='allow': expected one of mirrors, "
+        "refuse, deny"
     )
     with pytest.raises(ValueError, match=r"ttl_sec='soon': .*integer") as caught:
         parse_ek_options(DenvHarborOptions, {"ttl_sec": "soon", "token": ["s3cret"]})
@@ -175,3 +181,33 @@ def test_docs_list_every_option() -> None:
     first_cells = re.findall(r"^\| ([^|]+)\|", table, flags=re.M)[2:]  # after the header
     listed = {name for cell in first_cells for name in re.findall(r"`(\w+)`", cell)}
     assert listed == set(DenvHarborOptions.model_fields)
+
+
+def test_a_root_verifier_needs_the_gvisor_sandbox() -> None:
+    with pytest.raises(ValueError, match="verifier_user") as caught:
+        parse_ek_options(DenvHarborOptions, {"agent_sandbox": "none", "verifier_user": "00"})
+    assert str(caught.value) == (
+        "denv.harbor:DenvEnvironment --ek: verifier_user='00': root needs agent_sandbox=gvisor; "
+        "give another uid (default 1001)"
+    )
+    assert parse_ek_options(DenvHarborOptions, {"verifier_user": 0}).verifier == "0"
+
+
+def test_the_generated_compose_confines_a_root_agent_and_maps_egress(tmp_path: Path) -> None:
+    from denv.harbor._task import AgentPolicy
+
+    (tmp_path / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /app\n")
+    agent = AgentPolicy(user="root", sandbox="gvisor", egress="mirrors")
+    files = dict(task_source(tmp_path, "p", agent=agent).extra_files)
+    compose = yaml.safe_load(files["compose.yaml"])
+    assert compose["x-denv"] == {
+        "kind": "rl-environment",
+        "agent": {"service": "main", "user": "root", "workdir": "/app", "sandbox": "gvisor"},
+        "egress": "mirrors",
+    }
+    # A root agent keeps the image's owners: Harbor's folders are only created.
+    dockerfile = files["Dockerfile.denv"].decode()
+    assert "chown" not in dockerfile and "mkdir -p /app /logs/agent" in dockerfile
+    plain = dict(task_source(tmp_path, "p").extra_files)
+    assert yaml.safe_load(plain["compose.yaml"])["x-denv"]["agent"]["user"] == "1000"
+    assert "chown -R 1000:1000 /app" in plain["Dockerfile.denv"].decode()

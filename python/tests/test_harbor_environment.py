@@ -66,22 +66,56 @@ def _environment(
     )
 
 
-def test_a_public_task_is_refused_before_anything_exists(
+def test_a_public_task_is_refused_before_anything_exists_when_asked(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolated_config: Path
 ) -> None:
     fake = FakeControlPlane()
     with pytest.raises(ValueError, match="internet") as caught:
-        _environment(tmp_path, fake, monkeypatch, network=NetworkMode.PUBLIC)
+        _environment(
+            tmp_path, fake, monkeypatch, network=NetworkMode.PUBLIC, public_network="refuse"
+        )
     assert str(caught.value) == harbor_public_network("harbor-multi")
     assert (fake.projects, fake.requests) == ({}, [])
 
 
-def test_a_root_verifier_user_is_refused_in_one_line(
+@pytest.mark.parametrize(
+    ("network", "ek", "egress"),
+    [
+        (NetworkMode.PUBLIC, {}, "mirrors"),
+        (NetworkMode.PUBLIC, {"public_network": "deny"}, "deny"),
+        (NetworkMode.NO_NETWORK, {}, "deny"),
+    ],
+)
+def test_network_mode_maps_onto_egress_by_phase_and_the_agent_is_root_in_gvisor(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    isolated_config: Path,
+    network: NetworkMode,
+    ek: dict[str, str],
+    egress: str,
+) -> None:
+    fake = FakeControlPlane()
+    env = _environment(tmp_path, fake, monkeypatch, network=network, **ek)
+    assert env._source is not None
+    files = dict(env._source.extra_files)
+    x_denv = yaml.safe_load(files["docker-compose.yaml"])["x-denv"]
+    assert x_denv["egress"] == egress
+    assert x_denv["agent"] == {
+        "service": "main",
+        "user": "root",
+        "workdir": "/app",
+        "sandbox": "gvisor",
+    }
+    # Harbor's root housekeeping and the agent's root commands go through as root.
+    assert env._user("root") == "root" and env._user(None) is None
+
+
+def test_a_root_verifier_user_without_the_sandbox_is_refused_in_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolated_config: Path
 ) -> None:
     fake = FakeControlPlane()
     with pytest.raises(ValueError, match="verifier_user='0'") as caught:
-        _environment(tmp_path, fake, monkeypatch, verifier_user="0")
+        _environment(tmp_path, fake, monkeypatch, agent_sandbox="none", verifier_user="0")
     assert "\n" not in str(caught.value)
     assert (fake.projects, fake.requests) == ({}, [])
 

@@ -15,7 +15,12 @@ export function dockerfileWorkdir(dockerfile: string): string | undefined {
  * Harbor's folders, and the workdir owned by DENV_WORKDIR_OWNER (the agent in the agent's
  * image, the verifier in the verifier's image, which copies the submission back there).
  */
-export function denvDockerfile(dockerfile: string, workdir: string, extraDirs: string[] = []): string {
+export function denvDockerfile(
+  dockerfile: string,
+  workdir: string,
+  extraDirs: string[] = [],
+  opts: { root?: boolean } = {},
+): string {
   const users = [
     [AGENT_UID, "agent"],
     [VERIFIER_UID, "verifier"],
@@ -26,6 +31,17 @@ export function denvDockerfile(dockerfile: string, workdir: string, extraDirs: s
     )
     .join(" ");
   const w = [workdir, ...extraDirs].map((d) => `'${d.replace(/'/g, "'\\''")}'`).join(" ");
+  if (opts.root) {
+    // A root agent (confined by gVisor) and a root verifier find the image's owners as Harbor's
+    // docker backend leaves them: only Harbor's folders are added.
+    return `${dockerfile.replace(/\n+$/, "")}
+
+# Added by 'denv import harbor': Harbor's folders (the agent and the verifier are root).
+USER root
+RUN mkdir -p ${w} /logs/agent /logs/artifacts /logs/verifier /tests /solution
+WORKDIR ${workdir}
+`;
+  }
   return `${dockerfile.replace(/\n+$/, "")}
 
 # Added by 'denv import harbor': users and Harbor's folders for a non-root agent and verifier.

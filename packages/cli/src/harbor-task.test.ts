@@ -25,9 +25,33 @@ function copyTask(from: string): string {
 const compose = (dir: string) => YAML.parse(readFileSync(path.join(dir, "compose.yaml"), "utf8"));
 
 describe("import harbor", () => {
-  it("maps a Dockerfile task: main as uid 1000 in the Dockerfile's WORKDIR, the verifier runs test.sh", () => {
+  it("maps a Dockerfile task: main root in gVisor in the Dockerfile's WORKDIR, network_mode by phase, a root verifier", () => {
+    const out = path.join(tempDir("harbor-out"), "hello-root");
+    importHarborTask(hello, out, "hello");
+    const x = compose(out)["x-denv"];
+    expect(x.agent).toEqual({ service: "main", user: "root", workdir: "/app", sandbox: "gvisor" });
+    // examples/harbor-hello says network_mode = "no-network": no egress in either phase.
+    expect([x.egress, x.verifier.egress, x.verifier.user]).toEqual(["deny", "deny", "root"]);
+    expect(x.verifier.build).toEqual({ context: "./environment", dockerfile: "Dockerfile.denv" });
+    const df = readFileSync(path.join(out, "environment/Dockerfile.denv"), "utf8");
+    expect(df).toContain("RUN mkdir -p '/app' /logs/agent /logs/artifacts /logs/verifier /tests /solution\n");
+    expect(df).not.toContain("chown");
+    // Harbor's default network_mode (public) per phase: the package mirrors through the proxy.
+    const dir = copyTask(hello);
+    const toml = readFileSync(path.join(dir, "task.toml"), "utf8").replace(/^network_mode = .*\n/m, "");
+    writeFileSync(
+      path.join(dir, "task.toml"),
+      toml.replace("[agent]\n", '[agent]\nnetwork_mode = "no-network"\n'),
+    );
+    const pub = path.join(tempDir("harbor-out"), "hello-public");
+    importHarborTask(dir, pub, "hello");
+    const p = compose(pub)["x-denv"];
+    expect([p.egress, p.verifier.egress]).toEqual(["deny", "mirrors"]);
+  });
+
+  it("maps a Dockerfile task with --agent-sandbox none: main as uid 1000, the verifier runs test.sh", () => {
     const out = path.join(tempDir("harbor-out"), "hello-denv");
-    const r = importHarborTask(hello, out, "hello");
+    const r = importHarborTask(hello, out, "hello", { dir: hello, out }, { agentSandbox: "none" });
     expect(r).toMatchObject({ project: "hello", workdir: "/app", services: ["main"] });
     const c = compose(out);
     expect(c.name).toBe("hello");
@@ -107,9 +131,14 @@ describe("import harbor", () => {
         "T/task.toml: 'environment.gpus' cannot be mapped: denv does not offer GPUs",
       ],
       [
-        "root agent",
-        (d) => writeFileSync(path.join(d, "task.toml"), '[agent]\nuser = "root"\n'),
-        "T/task.toml: 'agent.user' cannot be mapped: root (the agent is never root on an rl-environment, protection 1)",
+        "allowlist",
+        (d) => writeFileSync(path.join(d, "task.toml"), '[verifier]\nnetwork_mode = "allowlist"\n'),
+        "T/task.toml: 'verifier.network_mode' cannot be mapped: 'allowlist' (an rl-environment reaches no host but the package mirrors)",
+      ],
+      [
+        "bad toml",
+        (d) => writeFileSync(path.join(d, "task.toml"), '[agent]\nuser = "root\n'),
+        "T/task.toml:2: ",
       ],
       [
         "no tests",
@@ -146,7 +175,7 @@ describe("import harbor", () => {
       'artifacts = ["/app/hello.txt", "/srv/out/"]\n\n[verifier]\nenvironment_mode = "separate"\n',
     );
     const out = path.join(tempDir("harbor-out"), "o");
-    importHarborTask(dir, out, "p");
+    importHarborTask(dir, out, "p", { dir, out }, { agentSandbox: "none" });
     const verifier = compose(out)["x-denv"].verifier;
     expect(verifier.submission).toEqual(["/app/hello.txt", "/srv/out"]);
     const script = verifier.command[2] as string;
@@ -285,6 +314,24 @@ describe("export harbor", () => {
     writeFileSync(path.join(src, "compose.yaml"), "services:\n  main: {image: a}\n");
     expect(() => exportHarborTask(src, path.join(src, "o"), "p@v1", { source: "S", out: "O" })).toThrow(
       "S/compose.yaml: 'x-denv.verifier' cannot be mapped: missing; Harbor grades with tests/test.sh",
+    );
+  });
+});
+
+describe("import harbor without a sandbox", () => {
+  it("refuses a root agent in one line", () => {
+    const dir = copyTask(hello);
+    writeFileSync(path.join(dir, "task.toml"), '[agent]\nuser = "root"\n');
+    expect(() =>
+      importHarborTask(
+        dir,
+        path.join(tempDir("harbor-out"), "o"),
+        "p",
+        { dir: "T", out: "O" },
+        { agentSandbox: "none" },
+      ),
+    ).toThrow(
+      "T/task.toml: 'agent.user' cannot be mapped: root without --agent-sandbox gvisor (the agent is never root outside a sandbox, protection 1)",
     );
   });
 });

@@ -1,6 +1,6 @@
 import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
-import { HarborTaskMessages as M } from "@denv/spec";
+import { isRootUser, HarborTaskMessages as M } from "@denv/spec";
 import YAML from "yaml";
 import { denvDockerfile, dockerfileWorkdir, GENERATED_DOCKERFILE } from "./denv-dockerfile.js";
 import { CliError } from "./exit-codes.js";
@@ -99,12 +99,38 @@ export function projectFromDir(dir: string): string {
   );
 }
 
+/** How the agent is confined: root in gVisor as in Harbor (default), or uid 1000. */
+export type AgentSandboxChoice = "gvisor" | "none";
+
+/**
+ * Harbor's network_mode of a phase ([agent] or [verifier] over [environment]; Harbor's default
+ * is public) as denv's egress: public -> the host's package mirrors through denvd's proxy,
+ * no-network -> deny; allowlist is refused (denv reaches no host but the mirrors).
+ */
+function phaseEgress(toml: Toml, phase: "agent" | "verifier", tomlLabel: string): "deny" | "mirrors" {
+  const own = toml[phase]?.network_mode;
+  const mode = own ?? toml.environment?.network_mode ?? "public";
+  if (mode === "no-network") return "deny";
+  if (mode === "public") return "mirrors";
+  throw new CliError(
+    "invalid_request",
+    M.unsupported(
+      tomlLabel,
+      own !== undefined ? `${phase}.network_mode` : "environment.network_mode",
+      mode === "allowlist"
+        ? "'allowlist' (an rl-environment reaches no host but the package mirrors)"
+        : `'${String(mode)}' (expected "public" or "no-network")`,
+    ),
+  );
+}
+
 /** Writes OUT, a denv project folder, from the Harbor task folder DIR. */
 export function importHarborTask(
   dir: string,
   out: string,
   project: string,
   labels = { dir, out },
+  opts: { agentSandbox?: AgentSandboxChoice } = {},
 ): ImportResult {
   const tomlFile = need(path.join(dir, "task.toml"), `${labels.dir}/task.toml`);
   need(path.join(dir, "instruction.md"), `${labels.dir}/instruction.md`);
@@ -121,22 +147,26 @@ export function importHarborTask(
       M.unsupported(tomlLabel, "environment.gpus", "denv does not offer GPUs"),
     );
   }
-  if (envCfg.network_mode === "allowlist") {
-    throw new CliError(
-      "invalid_request",
-      M.unsupported(tomlLabel, "environment.network_mode", "'allowlist' (an rl-environment has no egress)"),
-    );
-  }
-  if (agent.user !== undefined && /^(root|0)(:|$)/.test(String(agent.user))) {
+  const agentEgress = phaseEgress(toml, "agent", tomlLabel);
+  const verifierEgress = phaseEgress(toml, "verifier", tomlLabel);
+  // Harbor's agent is the image's user, root in nearly every task: root in gVisor's kernel here
+  // (x-denv.agent.sandbox), unless the import is asked for a non-root agent.
+  const sandboxed = (opts.agentSandbox ?? "gvisor") === "gvisor";
+  const askedUser = agent.user === undefined ? undefined : String(agent.user);
+  if (askedUser !== undefined && isRootUser(askedUser) && !sandboxed) {
     throw new CliError(
       "invalid_request",
       M.unsupported(
         tomlLabel,
         "agent.user",
-        "root (the agent is never root on an rl-environment, protection 1)",
+        "root without --agent-sandbox gvisor (the agent is never root outside a sandbox, protection 1)",
       ),
     );
   }
+  const agentUser = askedUser ?? (sandboxed ? "root" : AGENT_UID);
+  const rootAgent = isRootUser(agentUser);
+  const verifierUser =
+    verifier.user !== undefined ? String(verifier.user) : rootAgent ? "root" : VERIFIER_UID;
   const envDir = path.join(dir, "environment");
   const composeName = COMPOSE_NAMES.find((n) => existsSync(path.join(envDir, n)));
   const dockerImage = typeof envCfg.docker_image === "string" ? envCfg.docker_image : undefined;
@@ -226,7 +256,7 @@ export function importHarborTask(
   );
   writeFileSync(
     path.join(out, mainBuild.context, mainBuild.dockerfile),
-    denvDockerfile(mainDockerfile, workdir, artifactDirs),
+    denvDockerfile(mainDockerfile, workdir, artifactDirs, { root: rootAgent }),
   );
   const main = asRecord(services.main);
   services.main = {
@@ -239,10 +269,12 @@ export function importHarborTask(
   const verifierEnv = asRecord(toml["verifier.env"]);
   const xDenv = {
     kind: "rl-environment",
-    agent: { service: "main", user: AGENT_UID, workdir },
+    agent: { service: "main", user: agentUser, workdir, ...(rootAgent ? { sandbox: "gvisor" } : {}) },
+    egress: agentEgress,
     verifier: {
-      build: { ...mainBuild, args: { DENV_WORKDIR_OWNER: VERIFIER_UID } },
-      user: VERIFIER_UID,
+      build: rootAgent ? mainBuild : { ...mainBuild, args: { DENV_WORKDIR_OWNER: verifierUser } },
+      user: verifierUser,
+      egress: verifierEgress,
       command: verifierCommand(artifacts ?? [workdir]),
       timeout: typeof verifier.timeout_sec === "number" ? Math.ceil(verifier.timeout_sec) : 600,
       tests: "./tests",
@@ -255,7 +287,7 @@ export function importHarborTask(
   const compose = { name: project, services, ...composeTop, "x-denv": xDenv };
   writeFileSync(
     path.join(out, "compose.yaml"),
-    `# Written by 'denv import harbor' from ${path.basename(path.resolve(dir))}: the agent works in 'main' as uid ${AGENT_UID};\n# the verifier is the task's image built again (workdir owned by uid ${VERIFIER_UID}), which puts the\n# agent's workdir back and runs Harbor's tests/test.sh; the reward is /logs/verifier/reward.txt|json.\n${notes.map((n) => `# Merged over Harbor's base compose: ${n}\n`).join("")}${YAML.stringify(compose)}`,
+    `# Written by 'denv import harbor' from ${path.basename(path.resolve(dir))}: the agent works in 'main' as ${rootAgent ? "root in gVisor's kernel" : `uid ${agentUser}`};\n# the verifier (${verifierUser}) is the task's image built again, which puts the agent's work back and runs\n# Harbor's tests/test.sh; the reward is /logs/verifier/reward.txt|json. Egress: agent ${agentEgress}, verifier ${verifierEgress}.\n${notes.map((n) => `# Merged over Harbor's base compose: ${n}\n`).join("")}${YAML.stringify(compose)}`,
   );
   cpSync(path.join(dir, "tests"), path.join(out, "tests"), { recursive: true });
   if (existsSync(path.join(dir, "solution")))

@@ -1,42 +1,40 @@
+import { parse, TomlError } from "smol-toml";
 import { CliError } from "./exit-codes.js";
 
-/** A task.toml as read: its tables by name ("" for the top), each a mapping of its keys. */
+/**
+ * A task.toml as read: its tables by dotted name ("" for the top-level keys, "verifier.env" for
+ * `[verifier.env]`), each a mapping of its keys. Parsed by a real TOML parser (smol-toml):
+ * inline tables, arrays of tables, multi-line strings and dates read as TOML says.
+ */
 export type Toml = Record<string, Record<string, unknown>>;
 
-/** A small TOML reader: [tables] (dotted names kept as they are) and `key = value` lines. */
 export function parseToml(text: string, file: string): Toml {
-  const out: Toml = { "": {} };
-  let table = "";
-  for (const [i, raw] of text.split("\n").entries()) {
-    const line = raw.trim();
-    if (line === "" || line.startsWith("#")) continue;
-    const header = /^\[([A-Za-z0-9_.-]+)\]$/.exec(line);
-    if (header) {
-      table = header[1] ?? "";
-      out[table] ??= {};
-      continue;
+  let doc: Record<string, unknown>;
+  try {
+    doc = parse(text) as Record<string, unknown>;
+  } catch (err) {
+    if (err instanceof TomlError) {
+      const first = err.message.split("\n")[0] ?? "";
+      throw new CliError(
+        "invalid_request",
+        `${file}:${err.line}: ${first.replace(/^Invalid TOML document: /, "")}`,
+      );
     }
-    const kv = /^([A-Za-z0-9_-]+)\s*=\s*(.+)$/.exec(line);
-    if (!kv) throw new CliError("invalid_request", `${file}:${i + 1}: cannot read '${line}'`);
-    const [, key = "", value = ""] = kv;
-    const target = out[table] ?? {};
-    out[table] = target;
-    target[key] = tomlValue(value.replace(/\s+#[^"']*$/, "").trim());
+    throw err;
   }
+  const out: Toml = { "": {} };
+  const walk = (table: Record<string, unknown>, name: string) => {
+    const own: Record<string, unknown> = {};
+    for (const [key, value] of Object.entries(table)) {
+      if (isTable(value)) walk(value, name === "" ? key : `${name}.${key}`);
+      else own[key] = value;
+    }
+    if (name === "" || Object.keys(own).length > 0 || !(name in out)) out[name] = { ...out[name], ...own };
+  };
+  walk(doc, "");
   return out;
 }
 
-function tomlValue(v: string): unknown {
-  if (v === "true" || v === "false") return v === "true";
-  if (/^[+-]?\d+(\.\d+)?$/.test(v)) return Number(v);
-  if (v.startsWith('"') && v.endsWith('"')) return JSON.parse(v);
-  if (v.startsWith("'") && v.endsWith("'")) return v.slice(1, -1);
-  if (v.startsWith("[")) {
-    try {
-      return JSON.parse(v.replace(/'/g, '"'));
-    } catch {
-      return v;
-    }
-  }
-  return v;
+function isTable(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v) && !(v instanceof Date);
 }

@@ -429,5 +429,5 @@ export const HarborTaskMessages = {
   notEmpty: (dir: string) => `${dir} is not empty: write into a new or empty directory`,
   /** denv.harbor refuses a task that asks for internet access (Harbor: enforce it or refuse). */
   publicNetwork: (task: string) =>
-    `refused: task '${task}' asks for network_mode "public", and an rl-environment has no egress (protection 5); set network_mode = "no-network" in its task.toml, or pass --ek public_network=deny to run it without internet`,
+    `refused: task '${task}' asks for network_mode "public", and public_network=refuse is set; an rl-environment reaches at most the host's package mirrors (protection 5): pass --ek public_network=mirrors for those, or deny to run it without internet`,
 } as const;

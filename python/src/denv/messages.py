@@ -94,7 +94,7 @@ def harbor_public_network(task: str) -> str:
         The exact message.
     """
     return (
-        f"refused: task '{task}' asks for network_mode \"public\", and an rl-environment has no "
-        'egress (protection 5); set network_mode = "no-network" in its task.toml, or pass '
-        "--ek public_network=deny to run it without internet"
+        f"refused: task '{task}' asks for network_mode \"public\", and public_network=refuse "
+        "is set; an rl-environment reaches at most the host's package mirrors (protection 5): "
+        "pass --ek public_network=mirrors for those, or deny to run it without internet"
     )

@@ -8,13 +8,15 @@ import { importHarborTask, projectFromDir } from "../import-harbor-task.js";
 const harbor: CommandSpec = {
   name: "import harbor",
   summary: "write a denv project folder from a Harbor task folder",
-  args: "DIR [--out OUT] [--project P]",
+  args: "DIR [--out OUT] [--project P] [--agent-sandbox gvisor|none]",
   description: `
 Reads DIR/task.toml, DIR/instruction.md, DIR/environment (a Dockerfile, a docker-compose.yaml with
 service main, or [environment] docker_image), DIR/tests/test.sh and DIR/solution, and writes OUT
-(default DIR-denv; missing or empty): compose.yaml with x-denv (agent: service main as uid 1000 in
-the task's workdir; verifier: the task's image built again with the workdir owned by uid 1001, which
-copies the agent's workdir back from /submission and runs bash /tests/test.sh), the environment
+(default DIR-denv; missing or empty): compose.yaml with x-denv (agent: service main in the task's
+workdir, root in gVisor's kernel as Harbor's agent is root, or uid 1000 with --agent-sandbox none;
+egress: the task's network_mode, public as the host's package mirrors through denvd's proxy;
+verifier: the task's image built again, root unless [verifier] user says otherwise, which copies the
+agent's work back from /submission and runs bash /tests/test.sh), the environment
 folder with a generated Dockerfile.denv, tests/, solution/, instruction.md and task.toml. Deploy OUT
 with 'denv deploy OUT' and grade an episode with 'denv verify'. What cannot be mapped is refused in one
 line naming the file and the key.`,
@@ -25,6 +27,11 @@ line naming the file and the key.`,
       value: "P",
       description: "the compose name, the project 'denv deploy OUT' uses (default: DIR's name)",
     },
+    "agent-sandbox": {
+      type: "string",
+      value: "S",
+      description: "gvisor (default: the agent is root inside gVisor) or none (the agent is uid 1000)",
+    },
   },
   remote: false,
   async run(ctx) {
@@ -34,7 +41,17 @@ line naming the file and the key.`,
     const outArg = ctx.string("out") ?? `${dir.replace(/\/+$/, "")}-denv`;
     const out = path.resolve(ctx.io.cwd, outArg);
     const project = ctx.string("project") ?? projectFromDir(src);
-    const r = importHarborTask(src, out, project, { dir: dir.replace(/\/+$/, ""), out: outArg });
+    const sandbox = ctx.string("agent-sandbox") ?? "gvisor";
+    if (sandbox !== "gvisor" && sandbox !== "none") {
+      throw ctx.usage(`--agent-sandbox ${sandbox}: expected gvisor or none`);
+    }
+    const r = importHarborTask(
+      src,
+      out,
+      project,
+      { dir: dir.replace(/\/+$/, ""), out: outArg },
+      { agentSandbox: sandbox },
+    );
     ctx.print(r, () =>
       fields([
         ["directory", r.directory],

@@ -7,7 +7,14 @@ sandbox and never as the agent:
 
 - ``shared`` mode: Harbor's verifier step (tests uploaded to ``/tests`` after the agent, then
   ``tests/test.sh``) is carried out on a second sandbox forked from a snapshot of the trial's
-  sandbox, as the verifier uid: the agent's sandbox never receives ``/tests``.
+  sandbox (the agent's processes are gone: a fork starts fresh), as the verifier's user (root
+  in gVisor's kernel by default, as Harbor runs tests): the agent's sandbox never receives
+  ``/tests``.
+
+The agent is root in ``main`` as in Harbor, confined by gVisor (``x-denv.agent.sandbox``;
+``--ek agent_sandbox=none`` makes it uid 1000 instead), and the task's ``network_mode`` maps
+onto egress by phase: ``public`` (Harbor's default) gives the episode the host's package
+mirrors through denvd's proxy and nothing else, ``no-network`` gives it nothing.
 - ``separate`` mode: Harbor stops the agent's environment and starts a second one for the
   verifier (its session id ends in ``__verifier__<key>``). On denv that environment is a fresh
   fork of the task's deployed version (or, when the tests folder brings its own Dockerfile, of
@@ -43,8 +50,10 @@ from ._deploy import ensure_deployed
 from ._files import extract_contents, tar_dir
 from ._options import DenvHarborOptions, parse_ek_options
 from ._task import (
+    AGENT_UID,
     TESTS_DIR,
     VERIFIER_LOGS,
+    AgentPolicy,
     TaskSource,
     artifact_parents,
     is_root,
@@ -70,8 +79,9 @@ class DenvEnvironment(BaseEnvironment):  # type: ignore[misc]
     """Harbor's ``BaseEnvironment`` on denv (``--env denv.harbor:DenvEnvironment``).
 
     Options (``--ek key=value``): :class:`DenvHarborOptions` (``url``, ``token``,
-    ``project``, ``ttl_sec``, ``verifier_user``, ``public_network``), through Harbor's own
-    ``options_model``: its preflight checks them before any trial is queued, and
+    ``project``, ``ttl_sec``, ``agent_sandbox``, ``verifier_user``, ``public_network``),
+    through Harbor's own ``options_model``: its preflight checks them before any trial is
+    queued, and
     ``BaseEnvironment.__init__`` parses them once into ``self.options``, both with
     :meth:`parse_options` (an unknown option is refused in one line naming it).
     """
@@ -95,6 +105,7 @@ class DenvEnvironment(BaseEnvironment):  # type: ignore[misc]
         return parse_ek_options(DenvEnvironmentOptions, kwargs)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._agent = AgentPolicy()
         # A separate verifier with an image of its own deploys a project of its own.
         self._verifier_project: str | None = None
         self._client: AsyncClient | None = None
@@ -127,14 +138,7 @@ class DenvEnvironment(BaseEnvironment):  # type: ignore[misc]
             agent_dirs = ()
         # Every refusal comes here, before start() creates the project: a refused run leaves
         # nothing behind on the control plane.
-        if self.network_policy.network_mode == NetworkMode.PUBLIC:
-            if self.options.public_network == "refuse":
-                raise ValueError(harbor_public_network(self.environment_name))
-            self.logger.warning(
-                "denv denies egress: task %s asks for network_mode=public and runs without "
-                "internet access",
-                self.environment_name,
-            )
+        self._agent = self._agent_policy()
         self._source = task_source(
             Path(self.environment_dir),
             self.project,
@@ -143,9 +147,41 @@ class DenvEnvironment(BaseEnvironment):  # type: ignore[misc]
             agent_dirs=agent_dirs,
             cpus=self.task_env_config.cpus,
             memory_mb=self.task_env_config.memory_mb,
+            agent=self._agent,
         )
         for note in self._source.notes:
             self.logger.info("denv: %s: %s", self._source.compose_name, note)
+
+    def _agent_policy(self) -> AgentPolicy:
+        """The agent's user and sandbox, and the episode's egress, from the task and options.
+
+        Raises:
+            ValueError: A public task with ``public_network=refuse`` (one line naming it).
+        """
+        public = any(
+            p.network_mode == NetworkMode.PUBLIC
+            for p in (self.network_policy, *getattr(self, "_phase_network_policies", ()))
+        )
+        egress = "deny"
+        if public:
+            if self.options.public_network == "refuse":
+                raise ValueError(harbor_public_network(self.environment_name))
+            if self.options.public_network == "mirrors":
+                egress = "mirrors"
+                self.logger.info(
+                    "denv: task %s asks for network_mode=public: its episode reaches the "
+                    "host's package mirrors through denvd's proxy, nothing else",
+                    self.environment_name,
+                )
+            else:
+                self.logger.warning(
+                    "denv denies egress: task %s asks for network_mode=public and runs "
+                    "without internet access",
+                    self.environment_name,
+                )
+        if self.options.agent_sandbox == "gvisor":
+            return AgentPolicy(user="root", sandbox="gvisor", egress=egress)
+        return AgentPolicy(user=AGENT_UID, egress=egress)
 
     @property
     def project(self) -> str:
@@ -225,17 +261,19 @@ class DenvEnvironment(BaseEnvironment):  # type: ignore[misc]
         if self._client is None or self._sandbox is None:
             raise RuntimeError("denv environment is not started")
         if self._verifier is not None:
-            return self._client, self._verifier, self.options.verifier_user
+            return self._client, self._verifier, self.options.verifier
         return self._client, self._sandbox, None
 
     def _user(self, user: str | int | None) -> str | None:
         resolved = self._resolve_user(user)
         if self._verifier is not None or self.is_separate_verifier:
             # Every command of the verifier step runs as the verifier principal.
-            return self.options.verifier_user
-        if resolved is None or is_root(resolved):
-            # Root is refused on the agent service (protection 1): the agent user owns
-            # Harbor's folders, so Harbor's root housekeeping runs as the agent user.
+            return self.options.verifier
+        if resolved is None:
+            return None
+        if is_root(resolved) and not self._agent.root:
+            # Root is refused on an agent that is not sandboxed (protection 1): the agent user
+            # owns Harbor's folders, so Harbor's root housekeeping runs as the agent user.
             return None
         return str(resolved)
 
@@ -251,7 +289,7 @@ class DenvEnvironment(BaseEnvironment):  # type: ignore[misc]
             "denv: verifier sandbox %s (fork of %s, uid %s)",
             self._verifier.id,
             version.id,
-            self.options.verifier_user,
+            self.options.verifier,
         )
 
     # ------------------------------------------------------------------ exec

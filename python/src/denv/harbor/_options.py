@@ -5,13 +5,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 from pydantic_core import ErrorDetails
 
 from ._task import VERIFIER_UID, is_root
 
 #: ``public_network=``: what to do with a task that asks for internet access.
-PUBLIC_NETWORK = ("refuse", "deny")
+PUBLIC_NETWORK = ("mirrors", "refuse", "deny")
+#: ``agent_sandbox=``: how the agent, root in Harbor's tasks, is confined.
+AGENT_SANDBOX = ("gvisor", "none")
 
 _Options = TypeVar("_Options", bound=BaseModel)
 
@@ -28,10 +30,15 @@ class DenvHarborOptions(BaseModel):
         token: API token (default: ``DENV_TOKEN`` / the config file); never logged.
         project: The denv project of the task (default ``harbor-<task name>``).
         ttl_sec: Seconds until a trial's sandbox is destroyed even if nothing cleans it up.
-        verifier_user: The uid the verifier's commands run as (never root: uid 0 in any
-            spelling is refused).
-        public_network: A task asking for ``network_mode = "public"``: ``refuse`` it before
-            anything is deployed, or ``deny`` (run it without internet, with a warning).
+        agent_sandbox: ``gvisor`` (default): the agent is root in ``main`` as in Harbor, inside
+            gVisor (``x-denv.agent.sandbox``), with no privilege on the host; ``none``: the
+            agent is uid 1000 (for hosts without gVisor; tasks whose solution needs root fail).
+        verifier_user: The user the verifier's commands run as, on their own fork (default:
+            root with ``agent_sandbox=gvisor``, as Harbor runs tests; uid 1001 otherwise;
+            root is refused with ``agent_sandbox=none``).
+        public_network: A task asking for ``network_mode = "public"``: ``mirrors`` (default:
+            the episode reaches the host's package mirrors through denvd's proxy and nothing
+            else), ``refuse`` it before anything is deployed, or ``deny`` (no egress at all).
     """
 
     model_config = ConfigDict(
@@ -42,24 +49,39 @@ class DenvHarborOptions(BaseModel):
     token: str | None = Field(default=None, repr=False)
     project: str | None = None
     ttl_sec: int = 3600
-    verifier_user: str = VERIFIER_UID
-    public_network: str = "refuse"
+    agent_sandbox: str = "gvisor"
+    verifier_user: str | None = None
+    public_network: str = "mirrors"
 
     @field_validator("url", "token", "project", mode="before")
     @classmethod
     def _empty_is_unset(cls, value: Any) -> Any:
         return None if value == "" else value
 
+    @field_validator("agent_sandbox")
+    @classmethod
+    def _known_sandbox(cls, value: str) -> str:
+        if value not in AGENT_SANDBOX:
+            raise ValueError(f"expected one of {', '.join(AGENT_SANDBOX)}")
+        return value
+
     @field_validator("verifier_user")
     @classmethod
-    def _not_root(cls, value: str) -> str:
-        # denv runs no task code as root; refused here, in one line, rather than by the
-        # control plane at the verifier's first exec, after the whole agent run.
-        if is_root(value):
+    def _root_only_sandboxed(cls, value: str | None, info: ValidationInfo) -> str | None:
+        # Without a sandbox the verifier's fork is a plain container, where root is refused;
+        # said here, in one line, rather than at the verifier's first exec after the agent run.
+        if value is not None and is_root(value) and info.data.get("agent_sandbox") == "none":
             raise ValueError(
-                f"the verifier never runs as root; give another uid (default {VERIFIER_UID})"
+                f"root needs agent_sandbox=gvisor; give another uid (default {VERIFIER_UID})"
             )
         return value
+
+    @property
+    def verifier(self) -> str:
+        """The verifier's user: as given, else root in a gVisor sandbox, else uid 1001."""
+        if self.verifier_user is not None:
+            return self.verifier_user
+        return "root" if self.agent_sandbox == "gvisor" else VERIFIER_UID
 
     @field_validator("public_network")
     @classmethod

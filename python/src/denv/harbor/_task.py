@@ -51,6 +51,33 @@ _NAME_INVALID = re.compile(r"[^a-z0-9-]+")
 
 
 @dataclass(frozen=True)
+class AgentPolicy:
+    """Who the agent is in the task's ``main`` and what its episode may reach.
+
+    Attributes:
+        user: The agent's user (``root`` as in Harbor, or uid 1000 when not sandboxed).
+        sandbox: ``gvisor`` (root confined by gVisor) or None (a non-root agent).
+        egress: ``deny``, or ``mirrors`` (the host's package mirrors through denvd's proxy).
+    """
+
+    user: str = AGENT_UID
+    sandbox: str | None = None
+    egress: str = "deny"
+
+    def x_denv(self, workdir: str) -> dict[str, Any]:
+        """The ``x-denv`` block of the generated compose file."""
+        agent: dict[str, Any] = {"service": "main", "user": self.user, "workdir": workdir}
+        if self.sandbox:
+            agent["sandbox"] = self.sandbox
+        return {"kind": "rl-environment", "agent": agent, "egress": self.egress}
+
+    @property
+    def root(self) -> bool:
+        """Whether the agent is root (in its sandbox)."""
+        return is_root(self.user)
+
+
+@dataclass(frozen=True)
 class TaskSource:
     """What the adapter deploys for one task environment.
 
@@ -99,11 +126,13 @@ def dockerfile_workdir(dockerfile: str) -> str | None:
     return last if last.startswith("/") and "$" not in last else None
 
 
-def prepare_script(workdir: str, agent_dirs: tuple[str, ...] = ()) -> str:
+def prepare_script(workdir: str, agent_dirs: tuple[str, ...] = (), *, root: bool = False) -> str:
     """The shell run as root at the end of the image build.
 
-    It creates the agent user (uid 1000, ``agent``) and the verifier user (uid 1001,
-    ``verifier``) unless the image has them, gives the agent the workdir, ``/logs/agent``,
+    For a root agent (confined by gVisor) it only creates Harbor's folders, as Harbor's docker
+    backend finds them: the image's owners stay as they are. Otherwise it creates the agent
+    user (uid 1000, ``agent``) and the verifier user (uid 1001, ``verifier``) unless the image
+    has them, gives the agent the workdir, ``/logs/agent``,
     ``/logs/artifacts`` and ``/solution``, and gives the verifier ``/logs/verifier`` and
     ``/tests`` (mode 755: the agent can neither plant tests nor write a reward).
 
@@ -112,10 +141,17 @@ def prepare_script(workdir: str, agent_dirs: tuple[str, ...] = ()) -> str:
         agent_dirs: More folders to create for the agent user (the parents of a task's
             artifacts, in a verifier image of its own).
 
+        root: The agent is root.
+
     Returns:
         A ``sh`` script.
     """
     w = " ".join(shlex.quote(d) for d in (workdir, *agent_dirs))
+    if root:
+        return (
+            f"set -e; mkdir -p {w} {AGENT_LOGS} {ARTIFACTS_DIR} {VERIFIER_LOGS} {TESTS_DIR} "
+            f"{SOLUTION_DIR}"
+        )
     users = " ".join(
         f"getent passwd {uid} >/dev/null 2>&1 || "
         f"useradd -m -u {uid} -U -s /bin/sh {name} 2>/dev/null || "
@@ -133,35 +169,40 @@ def prepare_script(workdir: str, agent_dirs: tuple[str, ...] = ()) -> str:
     )
 
 
-def denv_dockerfile(dockerfile: str, workdir: str, agent_dirs: tuple[str, ...] = ()) -> str:
+def denv_dockerfile(
+    dockerfile: str, workdir: str, agent_dirs: tuple[str, ...] = (), *, root: bool = False
+) -> str:
     """The task's Dockerfile with the preparation step appended.
 
     Args:
         dockerfile: The task's Dockerfile text (or ``FROM <docker_image>``).
         workdir: The agent's working directory.
         agent_dirs: More folders for the agent user (see :func:`prepare_script`).
+        root: The agent is root (see :func:`prepare_script`).
 
     Returns:
         The Dockerfile denv builds.
     """
     body = dockerfile.rstrip("\n")
-    script = prepare_script(workdir, agent_dirs).replace("\\", "\\\\")
+    script = prepare_script(workdir, agent_dirs, root=root).replace("\\", "\\\\")
     return (
         f"{body}\n\n# Added by denv.harbor: users and Harbor's folders for a non-root agent.\n"
         f"USER root\nRUN {script}\nWORKDIR {workdir}\n"
     )
 
 
-def compose_for_dockerfile(name: str, workdir: str) -> str:
+def compose_for_dockerfile(name: str, workdir: str, agent: AgentPolicy | None = None) -> str:
     """The compose file of a Dockerfile task: service ``main`` built from ``Dockerfile.denv``.
 
     Args:
         name: The compose project name.
         workdir: The agent's working directory.
+        agent: The agent's user, sandbox and egress (default: uid 1000, no egress).
 
     Returns:
         YAML text.
     """
+    agent = agent or AgentPolicy()
     return yaml.safe_dump(
         {
             "name": name,
@@ -173,10 +214,7 @@ def compose_for_dockerfile(name: str, workdir: str) -> str:
                     "working_dir": workdir,
                 }
             },
-            "x-denv": {
-                "kind": "rl-environment",
-                "agent": {"service": "main", "user": AGENT_UID, "workdir": workdir},
-            },
+            "x-denv": agent.x_denv(workdir),
         },
         sort_keys=False,
     )
@@ -191,6 +229,7 @@ def task_source(
     agent_dirs: tuple[str, ...] = (),
     cpus: float | None = None,
     memory_mb: int | None = None,
+    agent: AgentPolicy | None = None,
 ) -> TaskSource:
     """What to deploy for a Harbor task's environment folder.
 
@@ -207,6 +246,7 @@ def task_source(
         agent_dirs: More folders the generated Dockerfile creates for the agent user.
         cpus: ``[environment] cpus`` of ``task.toml``.
         memory_mb: ``[environment] memory_mb`` of ``task.toml``.
+        agent: The agent's user, sandbox and egress (default: uid 1000, no egress).
 
     Returns:
         The source.
@@ -226,7 +266,9 @@ def task_source(
                 agent_dirs=agent_dirs,
                 cpus=cpus,
                 memory_mb=memory_mb,
+                agent=agent,
             )
+    agent = agent or AgentPolicy()
     dockerfile_path = environment_dir / "Dockerfile"
     if dockerfile_path.is_file():
         dockerfile = dockerfile_path.read_text(encoding="utf-8")
@@ -238,8 +280,11 @@ def task_source(
         )
     wd = workdir or dockerfile_workdir(dockerfile) or DEFAULT_WORKDIR
     extra = (
-        (GENERATED_COMPOSE, compose_for_dockerfile(name, wd).encode("utf-8")),
-        (GENERATED_DOCKERFILE, denv_dockerfile(dockerfile, wd, agent_dirs).encode("utf-8")),
+        (GENERATED_COMPOSE, compose_for_dockerfile(name, wd, agent).encode("utf-8")),
+        (
+            GENERATED_DOCKERFILE,
+            denv_dockerfile(dockerfile, wd, agent_dirs, root=agent.root).encode("utf-8"),
+        ),
     )
     return TaskSource(environment_dir, GENERATED_COMPOSE, extra, wd)
 
@@ -254,6 +299,7 @@ def compose_task_source(
     agent_dirs: tuple[str, ...] = (),
     cpus: float | None = None,
     memory_mb: int | None = None,
+    agent: AgentPolicy | None = None,
 ) -> TaskSource:
     """A compose task's source: its compose file merged over Harbor's base.
 
@@ -271,6 +317,7 @@ def compose_task_source(
         agent_dirs: More folders the generated Dockerfile creates for the agent user.
         cpus: ``[environment] cpus``.
         memory_mb: ``[environment] memory_mb``.
+        agent: The agent's user, sandbox and egress (default: uid 1000, no egress).
 
     Returns:
         The source, with the merge's notes.
@@ -278,6 +325,7 @@ def compose_task_source(
     Raises:
         ValueError: The file is not a compose mapping, or main has no Dockerfile or image.
     """
+    agent = agent or AgentPolicy()
     label = f"{environment_dir}/{compose_name}"
     try:
         task = yaml.safe_load((environment_dir / compose_name).read_text(encoding="utf-8"))
@@ -320,11 +368,8 @@ def compose_task_source(
     main.setdefault("init", True)
     main["working_dir"] = wd
     out: dict[str, Any] = {"name": name, **doc}
-    out.setdefault(
-        "x-denv",
-        {"kind": "rl-environment", "agent": {"service": "main", "user": AGENT_UID, "workdir": wd}},
-    )
-    dockerfile_denv = denv_dockerfile(text, wd, agent_dirs)
+    out.setdefault("x-denv", agent.x_denv(wd))
+    dockerfile_denv = denv_dockerfile(text, wd, agent_dirs, root=agent.root)
     header = (
         f"# Written by denv.harbor: {compose_name} merged over Harbor's base compose "
         "(docs/how-to/harbor.md).\n"
