@@ -45,10 +45,14 @@ export const CpConfig = z.object({
   /** Largest deploy upload accepted. */
   maxSourceBytes: NumberSetting(1).default(4 * 1024 ** 3),
   logLevel: z.enum(["debug", "info", "warn", "error", "silent"]).default("info"),
-  /** Placement commits at most capacity x ratio of a host's memory, cpus and pids to environments' caps. */
-  placementOvercommitMemory: Ratio.default(1),
-  /** A cpu cap is a ceiling on a share of time, not something held: a host's cpus are shared 4 ways by default. */
-  placementOvercommitCpus: Ratio.default(4),
+  /**
+   * Placement commits at most capacity x ratio of a host's memory, cpus and pids to environments'
+   * caps. Caps are ceilings (each enforced by the kernel), not what an environment uses: summed at
+   * 1 they would stop a 24 GiB host at a dozen default services, so memory is committed 4 times
+   * over and cpus (a share of time) 32 times by default.
+   */
+  placementOvercommitMemory: Ratio.default(4),
+  placementOvercommitCpus: Ratio.default(32),
   placementOvercommitPids: Ratio.default(1),
 });
 export type CpConfig = z.output<typeof CpConfig>;

@@ -61,6 +61,8 @@ describe("a root agent confined by gVisor", () => {
     // gVisor's kernel answers, not the host's.
     expect((await sh("uname -r")).out).not.toBe((await import("node:os")).release());
     const rec = await requireEnvironment(rt.host, env);
+    // What placement counts the environment as using: the sum of its services' caps.
+    expect(rec.evidence.caps).toEqual({ memory_bytes: 2 * 2 * 1024 ** 3, cpus: 4, pids: 2048 });
     expect(rec.evidence.agent).toEqual({
       service: "main",
       user: "root",

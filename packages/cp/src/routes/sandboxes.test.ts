@@ -15,7 +15,8 @@ describe("POST /v1/sandboxes with count", () => {
   let h1: FakeHost;
   let h2: FakeHost;
   beforeAll(async () => {
-    t = await startTestCp();
+    // Caps committed exactly (ratio 1): these rows count room to the byte and the cpu.
+    t = await startTestCp({ placementOvercommitMemory: 1, placementOvercommitCpus: 1 });
     // Room for alpha and three 1 GiB forks on h1 (4 GiB of memory, each environment reports 1 GiB).
     h1 = await t.host({ name: "h1", capacity: { cpus: 8, memory_bytes: 4 * GiB, disk_free_bytes: GiB } });
     h2 = await t.host({ name: "h2", capacity: { cpus: 8, memory_bytes: 64 * GiB, disk_free_bytes: GiB } });
@@ -144,7 +145,8 @@ describe("POST /v1/sandboxes with count", () => {
 describe("deploy placement labels and room", () => {
   let t: TestCp;
   beforeAll(async () => {
-    t = await startTestCp();
+    // Caps committed exactly (ratio 1): these rows count room to the byte and the cpu.
+    t = await startTestCp({ placementOvercommitMemory: 1, placementOvercommitCpus: 1 });
     await t.host({ name: "big", capacity: { cpus: 8, memory_bytes: 64 * GiB, disk_free_bytes: GiB } });
     await t.host({
       name: "gpu",

@@ -184,6 +184,11 @@ export async function materialize(
     },
     probe: probe ?? { skipped: "egress allowed (service project)" },
     disk: disk.evidence,
+    caps: {
+      memory_bytes: plan.services.reduce((n, svc) => n + svc.resources.memoryBytes, 0),
+      cpus: plan.services.reduce((n, svc) => n + svc.resources.cpus, 0),
+      pids: plan.services.reduce((n, svc) => n + svc.resources.pids, 0),
+    },
     ...(agentEvidence ? { agent: agentEvidence } : {}),
     egress: {
       mode: plan.egress,
