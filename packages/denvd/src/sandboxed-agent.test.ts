@@ -192,6 +192,23 @@ x-denv:
       ],
     });
     expect(refused.stdout.toString()).toMatch(/^HTTP\/1\.1 403/);
+    // Nor does it reach the host through the proxy: loopback, the gateway or the proxy itself.
+    const gw = rec.network.gateway;
+    for (const target of [
+      `CONNECT 127.0.0.1:${listener.port} HTTP/1.1`,
+      `GET http://localhost:${listener.port}/ HTTP/1.1`,
+      `GET http://${gw}:${listener.port}/ HTTP/1.1`,
+      `GET http://${gw}:${rec.egressProxyPort}/ HTTP/1.1`,
+    ]) {
+      const r = await rt.exec(info.id, {
+        cmd: [
+          "bash",
+          "-c",
+          `exec 3<>/dev/tcp/${gw}/${rec.egressProxyPort}; printf '${target}\\r\\nHost: x\\r\\n\\r\\n' >&3; head -1 <&3`,
+        ],
+      });
+      expect(r.stdout.toString(), target).toMatch(/^HTTP\/1\.1 (403|400)/);
+    }
     const dial = await rt.exec(info.id, {
       shell: `timeout 5 bash -c 'exec 3<>/dev/tcp/${rec.network.gateway}/${listener.port}' && echo open || echo closed`,
     });
