@@ -24,16 +24,19 @@ import {
  * e2e test. See bench/README.md, section bench/harbor.
  */
 
-const USAGE = `usage: node bench/harbor/run.mjs [--smoke] [--trials N] [--concurrency N] [--only harbor-hello,harbor-shop]
+const USAGE = `usage: node bench/harbor/run.mjs [--smoke] [--trials N] [--concurrency N] [--only harbor-hello,harbor-shop,harbor-rootfix]
 
   --smoke          1 measured trial per task and backend, concurrency 1 (a few minutes)
   --trials N       measured trials per task and backend (default 8)
   --concurrency N  trials in flight (harbor run -n; default 2)
-  --only LIST      run only these tasks (examples/<task>)
+  --only LIST      run only these tasks (examples/<task>; default: all, harbor-hello and
+                   harbor-shop with --smoke)
   Needs root, a running Docker engine (scripts/setup-host) and npm ci done.`;
 
 const IMAGE = "denv-tools:trixie";
-const TASKS = ["harbor-hello", "harbor-shop"] as const;
+const TASKS = ["harbor-hello", "harbor-shop", "harbor-rootfix"] as const;
+/** What --smoke runs (harbor-rootfix fetches from the package mirrors in every trial). */
+const SMOKE_TASKS: Task[] = ["harbor-hello", "harbor-shop"];
 type Task = (typeof TASKS)[number];
 /** The speedup denv must reach on the task with a real setup cost. */
 const TARGET: Partial<Record<Task, number>> = { "harbor-shop": 3 };
@@ -49,7 +52,8 @@ interface Config {
 function parseArgs(argv: string[]): Config {
   const c: Config = { smoke: false, trials: 8, concurrency: 2, tasks: [...TASKS] };
   readArgs(argv, USAGE, (arg, r) => {
-    if (arg === "--smoke") Object.assign(c, { smoke: true, trials: 1, concurrency: 1 });
+    if (arg === "--smoke")
+      Object.assign(c, { smoke: true, trials: 1, concurrency: 1, tasks: [...SMOKE_TASKS] });
     else if (arg === "--trials") c.trials = r.count();
     else if (arg === "--concurrency") c.concurrency = r.count();
     else if (arg === "--only") c.tasks = r.oneOf(TASKS, "task");
@@ -62,6 +66,7 @@ function parseArgs(argv: string[]): Config {
 /** One `harbor run` job, read back from Harbor's own result files. */
 interface Job {
   backend: Backend;
+  agent: string;
   task: Task;
   trials: number;
   /** Seconds from the job's start to its end (Harbor's result.json). */
@@ -129,7 +134,14 @@ async function main(): Promise<number> {
       }
     }
     mkdirSync(join(work, "jobs"));
-    const harbor = async (task: Task, backend: Backend, job: string, trials: number, concurrency: number) => {
+    const harbor = async (
+      task: Task,
+      backend: Backend,
+      job: string,
+      trials: number,
+      concurrency: number,
+      agent = "oracle",
+    ) => {
       const args = [
         "run",
         "--rm",
@@ -151,7 +163,7 @@ async function main(): Promise<number> {
         "--path",
         join(work, backend, task),
         "--agent",
-        "oracle",
+        agent,
         // --no-delete for the docker backend: `docker compose down` keeps the images, so each
         // trial builds from the layer cache instead of building `db` from scratch (the default
         // --delete removes compose-built images with --rmi local). The fastest Harbor offers.
@@ -168,7 +180,7 @@ async function main(): Promise<number> {
       const r = await run("docker", args, { timeoutMs: 3_600_000 });
       if (backend === "docker") await removeComposeLeftovers(task, problems);
       if (r.code !== 0) throw new Error(`harbor run ${job} exited ${r.code}: ${r.stderr.slice(-2000)}`);
-      return readJob(join(work, "jobs", job), task, backend);
+      return readJob(join(work, "jobs", job), task, backend, agent);
     };
 
     for (const task of cfg.tasks) {
@@ -188,6 +200,11 @@ async function main(): Promise<number> {
         );
         jobs.push(job);
       }
+      // The do-nothing agent: the task's tests must fail it on both backends.
+      for (const backend of ["denv", "docker"] as const) {
+        log(`${task}: one nop trial on ${backend}`);
+        jobs.push(await harbor(task, backend, `${task}-${backend}-nop`, 1, 1, "nop"));
+      }
     }
   } catch (err) {
     failure = err as Error;
@@ -205,8 +222,8 @@ async function main(): Promise<number> {
 
   const rows: Row[] = [];
   for (const task of cfg.tasks) {
-    const denv = jobs.find((j) => j.task === task && j.backend === "denv");
-    const docker = jobs.find((j) => j.task === task && j.backend === "docker");
+    const denv = jobs.find((j) => j.task === task && j.backend === "denv" && j.agent === "oracle");
+    const docker = jobs.find((j) => j.task === task && j.backend === "docker" && j.agent === "oracle");
     if (!denv || !docker) continue;
     const target = TARGET[task];
     const throughput: Row = {
@@ -241,11 +258,33 @@ async function main(): Promise<number> {
     });
   }
   console.log(table(rows));
+  console.log(rewardsTable(cfg.tasks, jobs));
   const file = await writeResults(repo, "harbor", startedAt, { machine, config: cfg, jobs, rows, problems });
   return printFooter({ file, concurrent, problems, failure });
 }
 
-function readJob(dir: string, task: Task, backend: Backend): Job {
+/**
+ * The rewards each backend gave each agent on each task (parity: the same on both, oracle 1.0
+ * and nop 0.0), one line per task.
+ */
+function rewardsTable(tasks: Task[], jobs: Job[]): string {
+  const cell = (task: Task, backend: Backend, agent: string) => {
+    const rewards = jobs.find((j) => j.task === task && j.backend === backend && j.agent === agent)?.rewards;
+    return rewards && rewards.length > 0 ? [...new Set(rewards.map((r) => r.toFixed(1)))].join("/") : "-";
+  };
+  const lines = ["rewards: task | Harbor docker backend oracle, nop | denv oracle, nop | parity"];
+  for (const task of tasks) {
+    const docker = [cell(task, "docker", "oracle"), cell(task, "docker", "nop")];
+    const denv = [cell(task, "denv", "oracle"), cell(task, "denv", "nop")];
+    const same = docker.join() === denv.join() && docker.join() === "1.0,0.0";
+    lines.push(
+      `rewards: ${task} | ${docker.join(", ")} | ${denv.join(", ")} | ${same ? "same" : "DIFFERENT"}`,
+    );
+  }
+  return lines.join("\n");
+}
+
+function readJob(dir: string, task: Task, backend: Backend, agent: string): Job {
   const job = JSON.parse(readFileSync(join(dir, "result.json"), "utf8")) as {
     started_at: string;
     finished_at: string;
@@ -256,6 +295,7 @@ function readJob(dir: string, task: Task, backend: Backend): Job {
   const s = seconds(job.started_at, job.finished_at);
   return {
     backend,
+    agent,
     task,
     trials: trials.length,
     seconds: s,

@@ -238,7 +238,8 @@ it("separate mode: the verifier's environment is a fresh fork where every comman
   const solved = await harborRun("separate-oracle", "oracle", { task });
   expect(solved[0]?.exception_info ?? null).toBeNull();
   expect(solved[0]?.verifier_result?.rewards).toEqual({ reward: 1 });
-  expect(readFileSync(path.join(solved[0]?.dir ?? "", "verifier/uid.txt"), "utf8").trim()).toBe("1001");
+  // Root, as Harbor runs tests: in gVisor's kernel, on a fork the agent never ran in.
+  expect(readFileSync(path.join(solved[0]?.dir ?? "", "verifier/uid.txt"), "utf8").trim()).toBe("0");
   // Newest first. Harbor stops the agent's environment before it starts the verifier's: one
   // deploy, the trial's fork destroyed, then the verifier's fork of the same version, no build.
   const kinds = (await deployments(project)).map((d) => d.kind).reverse();
@@ -260,18 +261,18 @@ it("separate mode: the verifier's environment is a fresh fork where every comman
   const graded = await harborRun("verifier-image-oracle", "oracle", { task: own });
   expect(graded[0]?.exception_info ?? null).toBeNull();
   expect(graded[0]?.verifier_result?.rewards).toEqual({ reward: 1 });
-  expect(readFileSync(path.join(graded[0]?.dir ?? "", "verifier/uid.txt"), "utf8").trim()).toBe("1001");
+  expect(readFileSync(path.join(graded[0]?.dir ?? "", "verifier/uid.txt"), "utf8").trim()).toBe("0");
   const verifierKinds = (await deployments("harbor-hello-verifier-image-verifier"))
     .map((d) => d.kind)
     .reverse();
   expect(verifierKinds).toEqual(["deploy", "fork", "destroy"]);
 }, 900_000);
 
-it("a task that asks for internet access is refused before anything is deployed, or run without it on request", async () => {
+it("a task that asks for internet access gets the package mirrors, or is refused before anything is deployed on request", async () => {
   const task = path.join(jobsDir, "hello-public");
   copyTask(path.join(repo, "examples/harbor-hello"), task, publicNetwork);
   // Harbor builds the environment before the trial starts: the refusal ends the job.
-  const refused = await harborProcess("public-refused", "oracle", { task });
+  const refused = await harborProcess("public-refused", "oracle", { task, ek: ["public_network=refuse"] });
   expect(refused.code).not.toBe(0);
   const said = `${refused.stdout}${refused.stderr}`.replace(/[│\s]+/g, " ");
   expect(said).toContain(HarborTaskMessages.publicNetwork("hello-public").replace(/\s+/g, " "));
@@ -283,6 +284,42 @@ it("a task that asks for internet access is refused before anything is deployed,
   expect(denied[0]?.exception_info ?? null).toBeNull();
   expect(denied[0]?.verifier_result?.rewards).toEqual({ reward: 1 });
 }, 600_000);
+
+it("a task in the style of Terminal-Bench (root solution, tests that install their tools, network_mode public): the same rewards on denv and on Harbor's docker backend", async () => {
+  // examples/harbor-rootfix: the solution fixes a root-owned file and installs jq; the tests
+  // install bc. On denv the agent is root inside gVisor, and each phase reaches the host's
+  // package mirrors through denvd's proxy and nothing else.
+  const project = "harbor-harbor-rootfix";
+  const table: Array<[string, string, number | undefined]> = [];
+  for (const [backend, env] of [
+    ["denv", undefined],
+    ["docker", null],
+  ] as const) {
+    for (const agent of ["oracle", "nop"]) {
+      const trials = await harborRun(`rootfix-${backend}-${agent}`, agent, {
+        task: "/examples/harbor-rootfix",
+        env,
+      });
+      expect(trials[0]?.exception_info ?? null, `${backend} ${agent}`).toBeNull();
+      table.push([backend, agent, trials[0]?.verifier_result?.rewards?.reward]);
+    }
+  }
+  expect(table).toEqual([
+    ["denv", "oracle", 1],
+    ["denv", "nop", 0],
+    ["docker", "oracle", 1],
+    ["docker", "nop", 0],
+  ]);
+  expect(count(await deployments(project), "deploy")).toBe(1);
+  // The environment's evidence: the agent root in gVisor, the package mirrors its only way out.
+  const res = await fetch(`${stack.url}/v1/environments/${project}/alpha`, {
+    headers: { authorization: `Bearer ${stack.token}` },
+  });
+  expect(res.status).toBe(200);
+  const env = (await res.json()) as { evidence?: { agent?: unknown; egress?: { mode?: string } } };
+  expect(env.evidence?.agent).toMatchObject({ user: "root", root: true, confinement: "gvisor" });
+  expect(env.evidence?.egress?.mode).toBe("mirrors");
+}, 1_500_000);
 
 it("a Harbor task with a loaded PostgreSQL service: the oracle gets 1.0 twice, the second trial forks", async () => {
   const project = "harbor-harbor-shop";
