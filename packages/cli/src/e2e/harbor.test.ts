@@ -285,31 +285,38 @@ it("a task that asks for internet access gets the package mirrors, or is refused
   expect(denied[0]?.verifier_result?.rewards).toEqual({ reward: 1 });
 }, 600_000);
 
-it("a task in the style of Terminal-Bench (root solution, tests that install their tools, network_mode public): the same rewards on denv and on Harbor's docker backend", async () => {
-  // examples/harbor-rootfix: the solution fixes a root-owned file and installs jq; the tests
-  // install bc. On denv the agent is root inside gVisor, and each phase reaches the host's
-  // package mirrors through denvd's proxy and nothing else.
-  const project = "harbor-harbor-rootfix";
+/**
+ * The rewards of the oracle and the nop agent on a task through `harbor run`, on denv and on
+ * Harbor's own docker backend: what parity means (the same on both: 1.0 and 0.0).
+ */
+async function parity(name: string, task: string): Promise<Array<[string, string, number | undefined]>> {
   const table: Array<[string, string, number | undefined]> = [];
   for (const [backend, env] of [
     ["denv", undefined],
     ["docker", null],
   ] as const) {
     for (const agent of ["oracle", "nop"]) {
-      const trials = await harborRun(`rootfix-${backend}-${agent}`, agent, {
-        task: "/examples/harbor-rootfix",
-        env,
-      });
-      expect(trials[0]?.exception_info ?? null, `${backend} ${agent}`).toBeNull();
+      const trials = await harborRun(`${name}-${backend}-${agent}`, agent, { task, env });
+      expect(trials[0]?.exception_info ?? null, `${name} ${backend} ${agent}`).toBeNull();
       table.push([backend, agent, trials[0]?.verifier_result?.rewards?.reward]);
     }
   }
-  expect(table).toEqual([
-    ["denv", "oracle", 1],
-    ["denv", "nop", 0],
-    ["docker", "oracle", 1],
-    ["docker", "nop", 0],
-  ]);
+  return table;
+}
+
+const SAME = [
+  ["denv", "oracle", 1],
+  ["denv", "nop", 0],
+  ["docker", "oracle", 1],
+  ["docker", "nop", 0],
+];
+
+it("a task in the style of Terminal-Bench (root solution, tests that install their tools, network_mode public): the same rewards on denv and on Harbor's docker backend", async () => {
+  // examples/harbor-rootfix: the solution fixes a root-owned file and installs jq; the tests
+  // install bc. On denv the agent is root inside gVisor, and each phase reaches the host's
+  // package mirrors through denvd's proxy and nothing else.
+  const project = "harbor-harbor-rootfix";
+  expect(await parity("rootfix", "/examples/harbor-rootfix")).toEqual(SAME);
   expect(count(await deployments(project), "deploy")).toBe(1);
   // The environment's evidence: the agent root in gVisor, the package mirrors its only way out.
   const res = await fetch(`${stack.url}/v1/environments/${project}/alpha`, {
@@ -319,6 +326,15 @@ it("a task in the style of Terminal-Bench (root solution, tests that install the
   const env = (await res.json()) as { evidence?: { agent?: unknown; egress?: { mode?: string } } };
   expect(env.evidence?.agent).toMatchObject({ user: "root", root: true, confinement: "gvisor" });
   expect(env.evidence?.egress?.mode).toBe("mirrors");
+}, 1_500_000);
+
+it("a task with an MCP server service, and a separate-mode task: the same rewards on denv and on Harbor's docker backend", async () => {
+  // examples/harbor-mcp: mcp-server extends Harbor's base, declared in [[environment.mcp_servers]].
+  expect(await parity("mcp", "/examples/harbor-mcp")).toEqual(SAME);
+  // Harbor's separate verifier mode (public, so that Harbor's docker backend runs it here).
+  const task = path.join(jobsDir, "hello-separate-parity");
+  copyTask(path.join(repo, "examples/harbor-hello"), task, (t) => publicNetwork(separateMode(t)));
+  expect(await parity("separate", task)).toEqual(SAME);
 }, 1_500_000);
 
 it("a Harbor task with a loaded PostgreSQL service: the oracle gets 1.0 twice, the second trial forks", async () => {
