@@ -273,11 +273,20 @@ class FakeControlPlane:
                     data.get("version") or self.environments[f"{data['project']}/alpha"]["version"]
                 )
                 self.versions[version]
-                name = data.get("name") or f"fork-{self.next_fork}"
-                self.next_fork += 1
-                env = self.add_environment(f"{data['project']}/{name}", version, sandbox=True)
-                env["expires_at"] = "2026-01-01T01:00:00Z"
-                return httpx.Response(201, json=env)
+                count = data.get("count")
+                made = []
+                for i in range(count or 1):
+                    name = data.get("name") or f"fork-{self.next_fork}"
+                    if count is not None and data.get("name"):
+                        name = f"{name}-{i + 1}"
+                    self.next_fork += 1
+                    env = self.add_environment(f"{data['project']}/{name}", version, sandbox=True)
+                    env["expires_at"] = "2026-01-01T01:00:00Z"
+                    made.append(env)
+                if count is None:
+                    return httpx.Response(201, json=made[0])
+                placed = [{**e, "placement": {"host": "h1", "reason": "fake"}} for e in made]
+                return httpx.Response(201, json={"sandboxes": placed})
             case ("GET", ["v1", "sandboxes"]):
                 sbs = [e for e in self.environments.values() if e["sandbox"]]
                 return httpx.Response(200, json={"sandboxes": sbs})

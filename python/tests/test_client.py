@@ -87,6 +87,12 @@ def test_deploy_git_ref(client: denv.Client, fake: FakeControlPlane) -> None:
         client.deploy()
 
 
+def test_deploy_with_placement_labels(client: denv.Client, fake: FakeControlPlane) -> None:
+    client.deploy(git_ref="main", wait=False, placement={"region": "eu", "gpu": "false"})
+    post = [r for r in fake.requests if r.url.path == "/v1/projects/shop/deploy"][-1]
+    assert post.url.params["placement"] == "region=eu,gpu=false"
+
+
 def test_deployments(client: denv.Client, fake: FakeControlPlane) -> None:
     fake.deployment("deploy", "shop/alpha")
     deps = client.list_deployments()
@@ -152,6 +158,20 @@ def test_sandboxes(client: denv.Client, fake: FakeControlPlane) -> None:
     assert (last(fake).method, last(fake).url.path) == ("DELETE", "/v1/sandboxes/shop/s1")
     with pytest.raises(denv.NotFoundError):
         client.destroy_sandbox("shop/s1")
+
+
+def test_sandboxes_by_the_count(client: denv.Client, fake: FakeControlPlane) -> None:
+    made = client.create_sandboxes(3, version="shop@v1", name="roll", ttl_sec=60)
+    assert json.loads(fake.bodies[-1]) == {
+        "project": "shop",
+        "ttl_sec": 60,
+        "count": 3,
+        "version": "shop@v1",
+        "name": "roll",
+    }
+    assert [s.id for s in made] == ["shop/roll-1", "shop/roll-2", "shop/roll-3"]
+    assert all(s.sandbox for s in made)
+    assert made[0].model_extra == {"placement": {"host": "h1", "reason": "fake"}}
 
 
 def test_exec_sends_the_contract(client: denv.Client, fake: FakeControlPlane) -> None:

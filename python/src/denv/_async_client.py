@@ -343,6 +343,7 @@ class AsyncClient(ClientBase):
         wait: bool = True,
         on_event: EventCallback | None = None,
         extra_files: Mapping[str, bytes] | None = None,
+        placement: Mapping[str, str] | None = None,
     ) -> Deployment:
         """Deploys a project folder (streamed as a tar archive) or a git ref.
 
@@ -357,6 +358,8 @@ class AsyncClient(ClientBase):
             wait: Wait for the deployment to finish.
             on_event: Called with each phase and log event while waiting.
             extra_files: Files added to the archive (relative path -> content).
+            placement: Labels the host must carry (``k=v``; over the file's
+                ``x-denv.placement``; docs/reference/targets.md#placement).
 
         Returns:
             The deployment (finished when ``wait``).
@@ -369,6 +372,8 @@ class AsyncClient(ClientBase):
         name = self._project(project)
         route = f"/v1/projects/{q(name)}/deploy"
         params = {"environment": environment}
+        if placement:
+            params["placement"] = ",".join(f"{k}={v}" for k, v in placement.items())
         if (path is None) == (git_ref is None):
             raise InvalidRequestError("give the project folder (path=...) or git_ref=..., not both")
         if git_ref is not None:
@@ -796,6 +801,48 @@ class AsyncClient(ClientBase):
             "POST", "/v1/sandboxes", json_body=body, timeout=timeout_for(timeout)
         )
         return parse_model(Environment, resp.json(), "POST /v1/sandboxes")
+
+    async def create_sandboxes(
+        self,
+        count: int,
+        project: str | None = None,
+        *,
+        version: VersionRef | None = None,
+        name: str | None = None,
+        ttl_sec: int = 3600,
+        timeout: float | None = 900.0,
+    ) -> list[Environment]:
+        """Creates ``count`` sandboxes of one version in one call, spread over the hosts.
+
+        All or none: when one fails, those already created are destroyed and the error names
+        the one that failed. Each answer's ``placement`` (extra field) says where it went and
+        why (docs/reference/targets.md#placement).
+
+        Args:
+            count: How many (1 to 256).
+            project: The project (default: the configured project).
+            version: The version (default: the project's current version).
+            name: Their names are ``NAME-1`` ... ``NAME-N`` (default: names the control plane
+                picks).
+            ttl_sec: Seconds until each is destroyed.
+            timeout: Seconds to wait for all of them to be ready.
+
+        Returns:
+            The sandboxes, in order.
+
+        Raises:
+            DenvError: One could not be created (its code's subclass); none is left.
+        """
+        name_ = self._project(project)
+        body: dict[str, Any] = {"project": name_, "ttl_sec": ttl_sec, "count": count}
+        if version is not None:
+            body["version"] = version_id(version, name_)
+        if name is not None:
+            body["name"] = name
+        resp = await self._send(
+            "POST", "/v1/sandboxes", json_body=body, timeout=timeout_for(timeout)
+        )
+        return parse_list(Environment, resp.json(), "sandboxes", "POST /v1/sandboxes")
 
     async def list_sandboxes(self) -> list[Environment]:
         """The sandboxes the token may see.
