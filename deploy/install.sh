@@ -67,6 +67,7 @@ fi
 
 # Only what a host runs: spec and denvd (the control plane and the CLI are not needed here).
 step npm ci --no-audit --no-fund
+step node scripts/build-info.mjs
 step npx tsc -b packages/spec packages/denvd
 step chmod 0755 "$REPO/packages/denvd/dist/main.js"
 step ln -sfn "$REPO/packages/denvd/dist/main.js" "$BIN"

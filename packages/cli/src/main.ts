@@ -14,6 +14,7 @@ import { COMMANDS } from "./commands/index.js";
 import { Context, describeError } from "./context.js";
 import { UsageError } from "./exit-codes.js";
 import { type Io, processIo } from "./io.js";
+import { denvVersion } from "./version.js";
 
 const USAGE = `usage: denv <command> [args] [flags]
 
@@ -31,6 +32,10 @@ async function main(argv: string[], io: Io): Promise<number> {
   if (name === undefined || isHelp(name)) {
     (name === undefined ? io.stderr : io.stdout)(USAGE);
     return name === undefined ? ExitCodes.usage : ExitCodes.ok;
+  }
+  if (name === "--version") {
+    io.stdout(`${denvVersion()}\n`);
+    return ExitCodes.ok;
   }
   const entry = COMMANDS.find((c) => c.name === name);
   if (entry === undefined) return usageFailure(io, argv, `unknown command '${name}'`, USAGE, ExitCodes.usage);

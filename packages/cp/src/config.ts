@@ -133,5 +133,5 @@ export function redactConfig(c: CpConfig): Record<string, unknown> {
 
 export function usage(): string {
   const lines = SETTINGS.map((s) => `  ${s.flag.padEnd(22)} ${s.env}`);
-  return `usage: denv-cp [flags]\n\nflags (and their environment variables):\n${lines.join("\n")}\n`;
+  return `usage: denv-cp [flags]\n       denv-cp --help | --version\n\nflags (and their environment variables):\n${lines.join("\n")}\n`;
 }

@@ -2,12 +2,17 @@
 import { parseConfig, redactConfig, usage } from "./config.js";
 import { startControlPlane } from "./control-plane.js";
 import { errorMessage, jsonLog } from "./log.js";
+import { cpVersion } from "./version.js";
 
 /** The composition root of the denv-cp binary: configuration once, then startControlPlane. */
 async function main(): Promise<void> {
   const argv = process.argv.slice(2);
   if (argv.includes("--help") || argv.includes("-h")) {
     process.stdout.write(usage());
+    return;
+  }
+  if (argv.includes("--version")) {
+    process.stdout.write(`${cpVersion()}\n`);
     return;
   }
   const config = parseConfig(argv, process.env);

@@ -1,4 +1,5 @@
 export * from "./api.js";
+export * from "./build-info.js";
 export * from "./compose/index.js";
 export * from "./errors.js";
 export * from "./exec.js";

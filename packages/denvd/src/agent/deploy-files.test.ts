@@ -121,6 +121,7 @@ describe("install.sh", () => {
       "env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends docker.io iptables btrfs-progs util-linux ca-certificates",
       "systemctl enable --now docker.service",
       "npm ci --no-audit --no-fund",
+      "node scripts/build-info.mjs",
       "npx tsc -b packages/spec packages/denvd",
       `chmod 0755 ${REPO}packages/denvd/dist/main.js`,
       `ln -sfn ${REPO}packages/denvd/dist/main.js /usr/local/bin/denvd`,
