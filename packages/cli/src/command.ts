@@ -70,7 +70,7 @@ const GLOBAL_FLAGS: Record<string, FlagSpec> = {
   },
 };
 
-const COMMON_FLAGS: Record<string, FlagSpec> = {
+export const COMMON_FLAGS: Record<string, FlagSpec> = {
   json: {
     type: "boolean",
     description: "print exactly one JSON object on stdout (progress stays on stderr)",

@@ -1,4 +1,5 @@
 import type { Entry } from "../command.js";
+import { completion } from "./completion.js";
 import { config } from "./config.js";
 import { cp } from "./cp.js";
 import { deploy } from "./deploy.js";
@@ -44,4 +45,5 @@ export const COMMANDS: Entry[] = [
   hosts,
   joinToken,
   { name: "validate", summary: "check a compose file and print the normalized plan", raw: validate },
+  completion(() => COMMANDS),
 ];
