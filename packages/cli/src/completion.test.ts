@@ -2,8 +2,7 @@ import { spawnSync } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { allFlags, COMMON_FLAGS, type Entry, leafName } from "./command.js";
-import { COMMANDS } from "./commands/index.js";
+import type { Entry } from "./command.js";
 import { buildCli, denv, oneJson, removeTempDirs, tempDir } from "./testing/harness.js";
 
 /**
@@ -13,9 +12,16 @@ import { buildCli, denv, oneJson, removeTempDirs, tempDir } from "./testing/harn
  */
 
 const scripts = new Map<string, string>();
+// Imported after the build: the command table sees @denv/sdk and @denv/spec through their dist.
+let COMMANDS: Entry[];
+let groups: Entry[];
+let command: typeof import("./command.js");
 
 beforeAll(async () => {
   buildCli();
+  command = await import("./command.js");
+  ({ COMMANDS } = await import("./commands/index.js"));
+  groups = COMMANDS.filter((e) => "subcommands" in e);
   for (const shell of ["bash", "zsh", "fish"]) {
     const r = await denv(["completion", shell]);
     expect(r.stderr).toBe("");
@@ -28,14 +34,15 @@ afterAll(removeTempDirs);
 
 /** Every command path with its long flags: ["env fork", ["--version", "--name", ...]]. */
 function leaves(entries: readonly Entry[]): Array<[string, string[]]> {
+  const { allFlags, COMMON_FLAGS } = command;
   const longs = (flags: object) => Object.keys(flags).map((f) => `--${f}`);
   return entries.flatMap((e): Array<[string, string[]]> => {
-    if ("subcommands" in e) return e.subcommands.map((c) => [`${e.name} ${leafName(c)}`, longs(allFlags(c))]);
+    if ("subcommands" in e)
+      return e.subcommands.map((c) => [`${e.name} ${command.leafName(c)}`, longs(allFlags(c))]);
     return [[e.name, longs("raw" in e ? COMMON_FLAGS : allFlags(e))]];
   });
 }
 
-const groups = COMMANDS.filter((e) => "subcommands" in e);
 const script = (shell: string) => scripts.get(shell) ?? "";
 
 /** The script in a file, for shells that check a file's syntax. */
@@ -54,7 +61,7 @@ describe("denv completion bash", () => {
     expect(top).toEqual([...COMMANDS.map((e) => e.name), "--help", "-h", "--version"]);
     for (const g of groups) {
       if (!("subcommands" in g)) continue;
-      expect(bash, g.name).toContain(`subs="${g.subcommands.map(leafName).join(" ")}"`);
+      expect(bash, g.name).toContain(`subs="${g.subcommands.map(command.leafName).join(" ")}"`);
     }
     for (const [leaf, flags] of leaves(COMMANDS)) {
       const name = leaf.split(" ").at(-1) ?? leaf;
@@ -91,7 +98,7 @@ describe("denv completion bash", () => {
     expect(complete("dep")).toEqual(["deploy", "deployments"]);
     expect(complete("env", "")).toEqual(
       (groups.find((g) => g.name === "env") as { subcommands: Entry[] }).subcommands.map((c) =>
-        leafName(c as never),
+        command.leafName(c as never),
       ),
     );
     expect(complete("env", "fork", "--na")).toEqual(["--name"]);
@@ -110,7 +117,7 @@ describe("denv completion zsh", () => {
       expect(zsh, e.name).toContain(`'${e.name}:${e.summary.replace(/'/g, "'\\''")}'`);
     for (const g of groups) {
       if (!("subcommands" in g)) continue;
-      for (const c of g.subcommands) expect(zsh, c.name).toContain(`'${leafName(c)}:`);
+      for (const c of g.subcommands) expect(zsh, c.name).toContain(`'${command.leafName(c)}:`);
     }
     for (const [leaf, flags] of leaves(COMMANDS)) {
       for (const flag of flags) expect(zsh, `${leaf} ${flag}`).toContain(`'${flag}:`);
@@ -159,7 +166,7 @@ describe("denv completion fish", () => {
     for (const g of groups) {
       if (!("subcommands" in g)) continue;
       for (const c of g.subcommands)
-        expect(fish, c.name).toContain(`-n '__denv_at ${g.name}' -a ${leafName(c)} -d `);
+        expect(fish, c.name).toContain(`-n '__denv_at ${g.name}' -a ${command.leafName(c)} -d `);
     }
     for (const [leaf, flags] of leaves(COMMANDS)) {
       for (const flag of flags)

@@ -26,7 +26,7 @@ interface Node {
 
 /** The flags `denv` itself takes before a command. */
 const TOP_FLAGS: Flag[] = [
-  { long: "help", short: "h", value: false, description: "show the commands" },
+  { long: "help", short: "h", value: false, description: "show this help" },
   { long: "version", value: false, description: "print the version and the commit it was built from" },
 ];
 

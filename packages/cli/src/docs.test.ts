@@ -52,6 +52,16 @@ function rows(help: string, heading: string): string[] {
     .filter((x): x is string => x !== undefined);
 }
 
+/** The commands `denv --help` lists under its `... COMMANDS` headings (`  name:   summary`). */
+function commandRows(help: string): string[] {
+  return [...help.matchAll(/^[A-Z ]+ COMMANDS\n((?: {2}\S+: .*\n)+)/gm)].flatMap((m) =>
+    (m[1] ?? "")
+      .trimEnd()
+      .split("\n")
+      .map((l) => l.trim().split(":")[0] as string),
+  );
+}
+
 /** The long flags of a help text's `flags:` block (validate's help lists them unheaded). */
 function ownFlags(help: string): string[] {
   const block = help.includes("\nflags:\n")
@@ -66,11 +76,12 @@ function tableFlags(text: string): string[] {
 }
 
 let helps: Map<string, string>;
+let top: string;
 
 beforeAll(async () => {
   buildCli();
-  const top = (await denv(["--help"])).stdout;
-  const commands = rows(top, "commands:");
+  top = (await denv(["--help"])).stdout;
+  const commands = commandRows(top);
   expect(commands.length).toBeGreaterThan(10);
   const groups = await Promise.all(
     commands.map(async (c) => [c, (await denv([c, "--help"])).stdout] as const),
@@ -93,6 +104,11 @@ afterAll(removeTempDirs);
 describe("docs/reference/cli.md", () => {
   it("documents every command and subcommand, and only those", () => {
     expect([...sections().keys()].sort()).toEqual([...helps.keys()].sort());
+  });
+
+  it("shows `denv --help` as it is", () => {
+    const block = doc.split("\n## `denv --help`\n")[1]?.split("```text\n")[1]?.split("```")[0];
+    expect(block).toBe(top);
   });
 
   it("documents every flag of each command in its section", () => {

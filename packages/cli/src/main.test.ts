@@ -200,7 +200,7 @@ describe("denv validate", () => {
     for (const args of [["validate", "a.yaml", "b.yaml"], ["validate", "--nope"], [], ["frobnicate"]]) {
       const run = denv(args, dir);
       expect(run.status, args.join(" ")).toBe(2);
-      expect(run.stderr, args.join(" ")).toContain("usage: denv");
+      expect(run.stderr, args.join(" ")).toMatch(/usage: denv|USAGE\n {2}denv <command>/);
     }
     const json = denv(["validate", "--nope", "--json"], dir);
     expect(json.status).toBe(2);
@@ -211,5 +211,30 @@ describe("denv validate", () => {
     const help = denv(["validate", "--help"], dir);
     expect(help.status).toBe(0);
     expect(help.stdout).toContain("usage: denv validate [FILE] [--json]");
+  });
+});
+
+describe("denv --help", () => {
+  it("lists every command once, in parts headed as gh heads them, core first and additional last", async () => {
+    const { COMMANDS, SECTIONS } = await import("./commands/index.js");
+    const run = denv(["--help"], tmp);
+    expect(run.status).toBe(0);
+    expect(run.stderr).toBe("");
+    const headings = [...run.stdout.matchAll(/^([A-Z ]+)$/gm)].map((m) => m[1]);
+    expect(headings).toEqual(["USAGE", ...SECTIONS.map((s) => s.heading), "FLAGS", "LEARN MORE"]);
+    expect(headings[1]).toBe("CORE COMMANDS");
+    expect(headings.at(-3)).toBe("ADDITIONAL COMMANDS");
+    const listed = [...run.stdout.matchAll(/^ {2}([a-z-]+): +\S/gm)].map((m) => m[1]);
+    expect(listed).toEqual(COMMANDS.map((c) => c.name));
+    expect(new Set(listed).size).toBe(listed.length);
+    for (const section of SECTIONS) {
+      const part = run.stdout.split(`\n${section.heading}\n`)[1]?.split("\n\n")[0] ?? "";
+      for (const c of section.commands) expect(part, section.heading).toContain(`  ${c.name}: `);
+    }
+    expect(run.stdout).toContain("\nFLAGS\n  -h, --help   show this help\n  --version    print the version");
+    // Bare `denv` prints the same on stderr and exits 2.
+    const bare = denv([], tmp);
+    expect(bare.status).toBe(2);
+    expect(bare.stderr).toBe(run.stdout);
   });
 });

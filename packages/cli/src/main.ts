@@ -10,19 +10,28 @@ import {
   parseCommandArgs,
   usageLine,
 } from "./command.js";
-import { COMMANDS } from "./commands/index.js";
+import { COMMANDS, SECTIONS } from "./commands/index.js";
 import { Context, describeError } from "./context.js";
 import { UsageError } from "./exit-codes.js";
 import { type Io, processIo } from "./io.js";
 import { denvVersion } from "./version.js";
 
-const USAGE = `usage: denv <command> [args] [flags]
+const width = Math.max(...COMMANDS.map((c) => c.name.length)) + 3;
+/** `denv --help`, laid out as gh's: the commands in their parts, then the flags. */
+const USAGE = `denv runs RL environments as whole systems: deploy, fork, exec, grade.
 
-commands:
-${COMMANDS.map((c) => `  ${c.name.padEnd(14)}${c.summary}`).join("\n")}
+USAGE
+  denv <command> [subcommand] [args] [flags]
 
-Every command takes --json (one JSON object on stdout) and --help.
-Run 'denv <command> --help' for a command's subcommands and flags.
+${SECTIONS.map((s) => `${s.heading}\n${s.commands.map((c) => `  ${`${c.name}:`.padEnd(width)}${c.summary}`).join("\n")}\n`).join("\n")}
+FLAGS
+  -h, --help   show this help
+  --version    print the version and the commit it was built from
+
+LEARN MORE
+  Every command takes --json (one JSON object on stdout) and --help.
+  Run 'denv <command> --help' for a command's subcommands and flags.
+  Every command and flag: docs/reference/cli.md.
 `;
 
 const isHelp = (arg: string | undefined) => arg === "--help" || arg === "-h" || arg === "help";

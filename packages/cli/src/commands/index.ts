@@ -22,28 +22,30 @@ import { validate } from "./validate.js";
 import { verify } from "./verify.js";
 import { versions } from "./versions.js";
 
-/** Every command, in the order `denv --help` lists them: one module each. */
-export const COMMANDS: Entry[] = [
-  up,
-  down,
-  login,
-  config,
-  projects,
-  deploy,
-  deployments,
-  env,
-  versions,
-  exec,
-  cp,
-  logs,
-  portForward,
-  verify,
-  sandboxes,
-  exportCmd,
-  importCmd,
-  targets,
-  hosts,
-  joinToken,
-  { name: "validate", summary: "check a compose file and print the normalized plan", raw: validate },
-  completion(() => COMMANDS),
+/** A part of `denv --help`: a heading, as gh writes them, and its commands in order. */
+export interface HelpSection {
+  heading: string;
+  commands: Entry[];
+}
+
+/**
+ * Every command, in the parts and the order `denv --help` lists them: one module each. The
+ * grouping is the table's, not the modules': it is how the help presents them.
+ */
+export const SECTIONS: HelpSection[] = [
+  { heading: "CORE COMMANDS", commands: [up, down, deploy, exec, verify] },
+  { heading: "ENVIRONMENT COMMANDS", commands: [env, versions, sandboxes, cp, logs, portForward] },
+  { heading: "PROJECT COMMANDS", commands: [projects, deployments] },
+  { heading: "HOST COMMANDS", commands: [targets, hosts, joinToken] },
+  {
+    heading: "TASK COMMANDS",
+    commands: [
+      { name: "validate", summary: "check a compose file and print the normalized plan", raw: validate },
+      importCmd,
+      exportCmd,
+    ],
+  },
+  { heading: "ADDITIONAL COMMANDS", commands: [login, config, completion(() => COMMANDS)] },
 ];
+
+export const COMMANDS: Entry[] = SECTIONS.flatMap((s) => s.commands);
