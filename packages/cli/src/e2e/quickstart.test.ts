@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { expect, it } from "vitest";
@@ -8,7 +8,12 @@ import { removeHostLeftovers, repo, run } from "./stack.js";
 it("scripts/quickstart deploys, forks twice, grades 1.0 and 0.0 and rolls alpha back", async () => {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), "denv-quickstart-"));
   const port = 20_000 + Math.floor(Math.random() * 20_000);
-  const env = { ...process.env, XDG_CONFIG_HOME: path.join(dataDir, "config") };
+  // PREFIX: the quickstart's wrappers (scripts/install-cli) go there, not into /usr/local/bin.
+  const env = {
+    ...process.env,
+    XDG_CONFIG_HOME: path.join(dataDir, "config"),
+    PREFIX: path.join(dataDir, "prefix"),
+  };
   let hostId: string | undefined;
   try {
     const r = await run(
@@ -21,6 +26,9 @@ it("scripts/quickstart deploys, forks twice, grades 1.0 and 0.0 and rolls alpha 
       JSON.parse(readFileSync(path.join(dataDir, "denvd", "host.json"), "utf8")) as { host_id: string }
     ).host_id;
     expect(r.code, r.stderr).toBe(0);
+    // denv is a command afterwards.
+    for (const name of ["denv", "denv-cp", "denvd"])
+      expect(existsSync(path.join(dataDir, "prefix/bin", name))).toBe(true);
     expect(r.stdout).toContain("quickstart/solved:    reward 1");
     expect(r.stdout).toContain("quickstart/untouched: reward 0");
     expect(r.stdout).toMatch(
