@@ -62,3 +62,15 @@ def test_special_file_reasons(py: str, ts: str) -> None:
 def test_harbor_public_network() -> None:
     got = messages.harbor_public_network("hello")
     assert got == render(ts_template("publicNetwork"), task="hello")
+
+
+def test_harbor_task_messages() -> None:
+    assert messages.harbor_missing_file("T/task.toml") == render(
+        ts_template("missingFile"), file="T/task.toml"
+    )
+    assert messages.harbor_no_environment("T") == render(ts_template("noEnvironment"), dir="T")
+    got = messages.harbor_unsupported("T/task.toml", "environment.gpus", "why")
+    assert got == render(
+        ts_template("unsupported"), file="T/task.toml", key="environment.gpus", reason="why"
+    )
+    assert messages.harbor_not_empty("O") == render(ts_template("notEmpty"), dir="O")

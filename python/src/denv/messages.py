@@ -98,3 +98,56 @@ def harbor_public_network(task: str) -> str:
         "is set; an rl-environment reaches at most the host's package mirrors (protection 5): "
         "pass --ek public_network=mirrors for those, or deny to run it without internet"
     )
+
+
+def harbor_missing_file(file: str) -> str:
+    """``denv import harbor``: a file the Harbor task needs is missing (``HarborTaskMessages``).
+
+    Args:
+        file: The file, as the user named the task folder.
+
+    Returns:
+        The exact message.
+    """
+    return f"{file}: missing; a Harbor task needs it"
+
+
+def harbor_no_environment(dir: str) -> str:
+    """``denv import harbor``: the task has nothing to build or pull (``HarborTaskMessages``).
+
+    Args:
+        dir: The task folder, as the user named it.
+
+    Returns:
+        The exact message.
+    """
+    return (
+        f"{dir}/environment: no Dockerfile, no docker-compose.yaml and no [environment] "
+        "docker_image in task.toml"
+    )
+
+
+def harbor_unsupported(file: str, key: str, reason: str) -> str:
+    """``denv import harbor``: a key of the task denv cannot map (``HarborTaskMessages``).
+
+    Args:
+        file: The file that has the key.
+        key: The key, dotted.
+        reason: Why.
+
+    Returns:
+        The exact message.
+    """
+    return f"{file}: '{key}' cannot be mapped: {reason}"
+
+
+def harbor_not_empty(dir: str) -> str:
+    """``denv import harbor``: the folder to write holds something (``HarborTaskMessages``).
+
+    Args:
+        dir: The folder, as the user named it.
+
+    Returns:
+        The exact message.
+    """
+    return f"{dir} is not empty: write into a new or empty directory"

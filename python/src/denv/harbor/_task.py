@@ -45,6 +45,8 @@ COMPOSE_NAMES = ("docker-compose.yaml", "docker-compose.yml", "compose.yaml", "c
 GENERATED_COMPOSE = "compose.yaml"
 GENERATED_DOCKERFILE = "Dockerfile.denv"
 DEFAULT_WORKDIR = "/workspace"
+#: The build argument naming the workdir's owner (``workdir_owner_arg``).
+OWNER_ARG = "DENV_WORKDIR_OWNER"
 
 _WORKDIR = re.compile(r"^\s*WORKDIR\s+(\S+)\s*$", re.IGNORECASE | re.MULTILINE)
 _NAME_INVALID = re.compile(r"[^a-z0-9-]+")
@@ -126,7 +128,13 @@ def dockerfile_workdir(dockerfile: str) -> str | None:
     return last if last.startswith("/") and "$" not in last else None
 
 
-def prepare_script(workdir: str, agent_dirs: tuple[str, ...] = (), *, root: bool = False) -> str:
+def prepare_script(
+    workdir: str,
+    agent_dirs: tuple[str, ...] = (),
+    *,
+    root: bool = False,
+    workdir_owner_arg: bool = False,
+) -> str:
     """The shell run as root at the end of the image build.
 
     For a root agent (confined by gVisor) it only creates Harbor's folders, as Harbor's docker
@@ -142,6 +150,9 @@ def prepare_script(workdir: str, agent_dirs: tuple[str, ...] = (), *, root: bool
             artifacts, in a verifier image of its own).
 
         root: The agent is root.
+        workdir_owner_arg: The workdir and ``agent_dirs`` are owned by the build argument
+            ``DENV_WORKDIR_OWNER`` instead of the agent (``denv import harbor``: one Dockerfile
+            for the agent's image and the verifier's, which puts the submission back there).
 
     Returns:
         A ``sh`` script.
@@ -160,17 +171,28 @@ def prepare_script(workdir: str, agent_dirs: tuple[str, ...] = (), *, root: bool
         f"chown {uid}:{uid} /home/{name}; }};"
         for uid, name in ((AGENT_UID, "agent"), (VERIFIER_UID, "verifier"))
     )
+    owned = (
+        f"chown -R ${{{OWNER_ARG}}}:${{{OWNER_ARG}}} {w}; "
+        f"chown -R {AGENT_UID}:{AGENT_UID} {AGENT_LOGS} {ARTIFACTS_DIR} {SOLUTION_DIR}; "
+        if workdir_owner_arg
+        else f"chown -R {AGENT_UID}:{AGENT_UID} {w} {AGENT_LOGS} {ARTIFACTS_DIR} {SOLUTION_DIR}; "
+    )
     return (
         f"set -e; {users} "
         f"mkdir -p {w} {AGENT_LOGS} {ARTIFACTS_DIR} {VERIFIER_LOGS} {TESTS_DIR} {SOLUTION_DIR}; "
-        f"chown -R {AGENT_UID}:{AGENT_UID} {w} {AGENT_LOGS} {ARTIFACTS_DIR} {SOLUTION_DIR}; "
+        f"{owned}"
         f"chown {VERIFIER_UID}:{VERIFIER_UID} {VERIFIER_LOGS} {TESTS_DIR}; "
         f"chmod 755 {LOGS_DIR} {VERIFIER_LOGS} {TESTS_DIR}"
     )
 
 
 def denv_dockerfile(
-    dockerfile: str, workdir: str, agent_dirs: tuple[str, ...] = (), *, root: bool = False
+    dockerfile: str,
+    workdir: str,
+    agent_dirs: tuple[str, ...] = (),
+    *,
+    root: bool = False,
+    workdir_owner_arg: bool = False,
 ) -> str:
     """The task's Dockerfile with the preparation step appended.
 
@@ -179,15 +201,21 @@ def denv_dockerfile(
         workdir: The agent's working directory.
         agent_dirs: More folders for the agent user (see :func:`prepare_script`).
         root: The agent is root (see :func:`prepare_script`).
+        workdir_owner_arg: The workdir's owner is the build argument ``DENV_WORKDIR_OWNER``
+            (default the agent; see :func:`prepare_script`).
 
     Returns:
         The Dockerfile denv builds.
     """
     body = dockerfile.rstrip("\n")
-    script = prepare_script(workdir, agent_dirs, root=root).replace("\\", "\\\\")
+    owner_arg = workdir_owner_arg and not root
+    script = prepare_script(workdir, agent_dirs, root=root, workdir_owner_arg=owner_arg).replace(
+        "\\", "\\\\"
+    )
+    arg = f"ARG {OWNER_ARG}={AGENT_UID}\n" if owner_arg else ""
     return (
         f"{body}\n\n# Added by denv.harbor: users and Harbor's folders for a non-root agent.\n"
-        f"USER root\nRUN {script}\nWORKDIR {workdir}\n"
+        f"USER root\n{arg}RUN {script}\nWORKDIR {workdir}\n"
     )
 
 
