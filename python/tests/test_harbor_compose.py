@@ -27,7 +27,7 @@ def _load(path: Path) -> Any:
 
 
 def test_the_shared_fixture_merges_to_the_expected_document() -> None:
-    # The same file is the expectation of `denv import harbor` (import-harbor-task.test.ts).
+    # The same file is the expectation of `denv import harbor` (test_harbor_import.py).
     expected = _load(FIXTURE / "expected-compose.yaml")
     merged = merge_harbor_compose(
         _load(FIXTURE / "environment" / "docker-compose.yaml"),

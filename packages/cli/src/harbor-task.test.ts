@@ -1,20 +1,43 @@
-import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import path from "node:path";
-import { HarborTaskMessages } from "@denv/spec";
-import { afterAll, describe, expect, it } from "vitest";
+import { HarborTaskMessages, validateCompose } from "@denv/spec";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import YAML from "yaml";
-import { dockerfileWorkdir } from "./denv-dockerfile.js";
+import { missingDenvPython, runHarborImporter } from "./commands/import.js";
 import { exportHarborTask } from "./export-harbor-task.js";
-import { importHarborTask } from "./import-harbor-task.js";
-import { parseToml } from "./parse-toml.js";
-import { removeTempDirs, repo, tempDir } from "./testing/harness.js";
+import { buildCli, denv, oneJson, removeTempDirs, repo, tempDir } from "./testing/harness.js";
 
-/** `denv import harbor` / `denv export harbor` mapping, on temp folders (no control plane). */
+/**
+ * `denv import harbor` (the denv Python package's mapping, python/tests/test_harbor_import.py
+ * tests it) and `denv export harbor`, on temp folders (no control plane).
+ */
 
+beforeAll(() => buildCli());
 afterAll(() => removeTempDirs());
 
 const hello = path.join(repo, "examples/harbor-hello");
 const shop = path.join(repo, "examples/harbor-shop");
+const multi = path.join(repo, "examples/harbor-multi");
+/** The compose fixture both python/tests/test_harbor_compose.py and test_harbor_import.py use. */
+const fixture = path.join(repo, "python/tests/harbor_merge");
+
+/** A Python without the denv package: the venv's without its site-packages (-S) or PYTHONPATH (-I). */
+function isolatedPython(dir: string): string {
+  const wrapper = path.join(dir, "python-without-denv");
+  writeFileSync(wrapper, `#!/bin/sh\nexec '${python}' -I -S "$@"\n`, { mode: 0o755 });
+  return wrapper;
+}
+
+/** The project folder's files (relative path -> text), for denv's compose validator. */
+function projectFiles(dir: string, base = dir): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const name of readdirSync(dir)) {
+    const p = path.join(dir, name);
+    if (statSync(p).isDirectory()) Object.assign(out, projectFiles(p, base));
+    else out[path.relative(base, p)] = readFileSync(p, "utf8");
+  }
+  return out;
+}
 
 function copyTask(from: string): string {
   const dir = path.join(tempDir("harbor-task"), "task");
@@ -24,197 +47,96 @@ function copyTask(from: string): string {
 
 const compose = (dir: string) => YAML.parse(readFileSync(path.join(dir, "compose.yaml"), "utf8"));
 
+/** The Python the importer runs with: DENV_PYTHON, else the repository's venv (scripts/setup-python). */
+const python = process.env.DENV_PYTHON ?? path.join(repo, "python/.venv/bin/python");
+/** The denv package of the repository these tests run in, ahead of whatever the venv installed. */
+const pythonEnv = { DENV_PYTHON: python, PYTHONPATH: path.join(repo, "python/src") };
+
+/** The Python importer, as `denv import harbor` runs it (a project folder to export). */
+function importTask(dir: string, out: string, project: string) {
+  return runHarborImporter(["--project", project, "--", dir, out], {
+    cwd: process.cwd(),
+    env: { ...process.env, ...pythonEnv },
+  });
+}
+
 describe("import harbor", () => {
-  it("maps a Dockerfile task: main root in gVisor in the Dockerfile's WORKDIR, network_mode by phase, a root verifier", () => {
-    const out = path.join(tempDir("harbor-out"), "hello-root");
-    importHarborTask(hello, out, "hello");
-    const x = compose(out)["x-denv"];
+  it("runs the denv Python package's importer and prints its result", async () => {
+    const cwd = tempDir("harbor-out");
+    const r = await denv(["import", "harbor", hello, "--out", "hello-denv", "--json"], {
+      cwd,
+      env: pythonEnv,
+    });
+    expect(r.status, r.stderr).toBe(0);
+    expect(oneJson(r.stdout)).toMatchObject({
+      directory: path.join(cwd, "hello-denv"),
+      project: "harbor-hello",
+      workdir: "/app",
+      services: ["main"],
+      files: ["compose.yaml", "environment", "instruction.md", "solution", "task.toml", "tests"],
+      notes: [],
+    });
+    const x = compose(path.join(cwd, "hello-denv"))["x-denv"];
     expect(x.agent).toEqual({ service: "main", user: "root", workdir: "/app", sandbox: "gvisor" });
-    // examples/harbor-hello says network_mode = "no-network": no egress in either phase.
-    expect([x.egress, x.verifier.egress, x.verifier.user]).toEqual(["deny", "deny", "root"]);
-    expect(x.verifier.build).toEqual({ context: "./environment", dockerfile: "Dockerfile.denv" });
-    const df = readFileSync(path.join(out, "environment/Dockerfile.denv"), "utf8");
-    expect(df).toContain("RUN mkdir -p '/app' /logs/agent /logs/artifacts /logs/verifier /tests /solution\n");
-    expect(df).not.toContain("chown");
-    // Harbor's default network_mode (public) per phase: the package mirrors through the proxy.
-    const dir = copyTask(hello);
-    const toml = readFileSync(path.join(dir, "task.toml"), "utf8").replace(/^network_mode = .*\n/m, "");
-    writeFileSync(
-      path.join(dir, "task.toml"),
-      toml.replace("[agent]\n", '[agent]\nnetwork_mode = "no-network"\n'),
-    );
-    const pub = path.join(tempDir("harbor-out"), "hello-public");
-    importHarborTask(dir, pub, "hello");
-    const p = compose(pub)["x-denv"];
-    expect([p.egress, p.verifier.egress]).toEqual(["deny", "mirrors"]);
+    const text = await denv(["import", "harbor", shop, "--out", "shop", "--agent-sandbox", "none"], {
+      cwd,
+      env: pythonEnv,
+    });
+    expect(text.status, text.stderr).toBe(0);
+    expect(text.stdout).toContain("services   main db");
+    expect(compose(path.join(cwd, "shop"))["x-denv"].agent.user).toBe("1000");
   });
 
-  it("maps a Dockerfile task with --agent-sandbox none: main as uid 1000, the verifier runs test.sh", () => {
-    const out = path.join(tempDir("harbor-out"), "hello-denv");
-    const r = importHarborTask(hello, out, "hello", { dir: hello, out }, { agentSandbox: "none" });
-    expect(r).toMatchObject({ project: "hello", workdir: "/app", services: ["main"] });
-    const c = compose(out);
-    expect(c.name).toBe("hello");
-    expect(c.services.main).toMatchObject({
-      build: { context: "./environment", dockerfile: "Dockerfile.denv" },
-      working_dir: "/app",
+  it("makes the importer's refusal the CLI's error, in one line naming the file and the key", async () => {
+    const dir = copyTask(hello);
+    writeFileSync(path.join(dir, "task.toml"), "[environment]\ngpus = 1\n");
+    const cwd = path.dirname(dir);
+    const r = await denv(["import", "harbor", "task", "--out", "o"], { cwd, env: pythonEnv });
+    expect(r.status).toBe(1);
+    expect(r.stderr).toBe(
+      `denv import harbor: ${HarborTaskMessages.unsupported("task/task.toml", "environment.gpus", "denv does not offer GPUs")}\n`,
+    );
+    expect(existsSync(path.join(cwd, "o"))).toBe(false);
+    mkdirSync(path.join(cwd, "full"));
+    writeFileSync(path.join(cwd, "full/x"), "");
+    const full = await denv(["import", "harbor", hello, "--out", "full", "--json"], { cwd, env: pythonEnv });
+    expect(full.status).toBe(1);
+    expect(oneJson(full.stdout)).toEqual({
+      ok: false,
+      error: { code: "conflict", message: HarborTaskMessages.notEmpty("full") },
     });
-    expect(c["x-denv"].agent).toEqual({ service: "main", user: "1000", workdir: "/app" });
-    expect(c["x-denv"].verifier).toMatchObject({
-      build: {
-        context: "./environment",
-        dockerfile: "Dockerfile.denv",
-        args: { DENV_WORKDIR_OWNER: "1001" },
-      },
-      user: "1001",
-      timeout: 120,
-      tests: "./tests",
-      submission: ["/app"],
-    });
-    expect(c["x-denv"].verifier.command.at(-1)).toContain("exec bash /tests/test.sh");
-    const df = readFileSync(path.join(out, "environment/Dockerfile.denv"), "utf8");
-    expect(df.startsWith("FROM debian:bookworm-slim\nWORKDIR /app\n")).toBe(true);
-    expect(df).toContain("ARG DENV_WORKDIR_OWNER=1000");
-    for (const f of ["instruction.md", "task.toml", "tests/test.sh", "solution/solve.sh"]) {
-      expect(existsSync(path.join(out, f)), f).toBe(true);
+  });
+
+  it("says what to install when the Python lacks the denv package", async () => {
+    const cwd = tempDir("harbor-out");
+    for (const lacking of [isolatedPython(cwd), "/nonexistent/python3"]) {
+      const r = await denv(["import", "harbor", hello, "--out", "o"], { cwd, env: { DENV_PYTHON: lacking } });
+      expect(r.status).toBe(1);
+      expect(r.stderr).toBe(`denv import harbor: ${missingDenvPython(lacking)}\n`);
     }
   });
 
-  it("maps a compose task: the other services stay, main gets Dockerfile.denv, task.toml's workdir wins", () => {
-    const out = path.join(tempDir("harbor-out"), "shop-denv");
-    const r = importHarborTask(shop, out, "shop");
-    expect(r.services).toEqual(["main", "db"]);
-    const c = compose(out);
-    expect(c.services.db.build).toEqual({ context: "./environment/db" });
-    expect(c.services.main.build).toEqual({ context: "./environment", dockerfile: "Dockerfile.denv" });
-    expect(c.services.main.depends_on).toEqual({ db: { condition: "service_healthy" } });
-    expect(c.volumes).toEqual({ shopdata: {} });
-    expect(c["x-denv"].agent.workdir).toBe("/app");
-  });
-
-  it("refuses what it cannot map, in one line naming the file and the key", () => {
-    const cases: [string, (dir: string) => void, string][] = [
-      [
-        "unknown verifier mode",
-        (d) => writeFileSync(path.join(d, "task.toml"), '[verifier]\nenvironment_mode = "elsewhere"\n'),
-        HarborTaskMessages.unsupported(
-          "T/task.toml",
-          "verifier.environment_mode",
-          `'elsewhere' (expected "shared" or "separate")`,
-        ),
-      ],
-      [
-        "separate verifier with an environment of its own",
-        (d) => writeFileSync(path.join(d, "task.toml"), '[verifier.environment]\ndocker_image = "v"\n'),
-        "T/task.toml: 'verifier.environment' cannot be mapped: a verifier environment of its own (denv's verifier is the task's image built again)",
-      ],
-      [
-        "separate verifier with an image of its own",
-        (d) => {
-          writeFileSync(path.join(d, "task.toml"), '[verifier]\nenvironment_mode = "separate"\n');
-          writeFileSync(path.join(d, "tests/Dockerfile"), "FROM x\n");
-        },
-        "T/tests/Dockerfile: 'tests/Dockerfile' cannot be mapped: a verifier environment of its own (denv's verifier is the task's image built again)",
-      ],
-      [
-        "separate verifier with a relative artifact",
-        (d) =>
-          writeFileSync(
-            path.join(d, "task.toml"),
-            'artifacts = ["out.txt"]\n[verifier]\nenvironment_mode = "separate"\n',
-          ),
-        `T/task.toml: 'artifacts' cannot be mapped: "out.txt" (a separate verifier's artifacts must be absolute paths)`,
-      ],
-      [
-        "gpus",
-        (d) => writeFileSync(path.join(d, "task.toml"), "[environment]\ngpus = 1\n"),
-        "T/task.toml: 'environment.gpus' cannot be mapped: denv does not offer GPUs",
-      ],
-      [
-        "allowlist",
-        (d) => writeFileSync(path.join(d, "task.toml"), '[verifier]\nnetwork_mode = "allowlist"\n'),
-        "T/task.toml: 'verifier.network_mode' cannot be mapped: 'allowlist' (an rl-environment reaches no host but the package mirrors)",
-      ],
-      [
-        "bad toml",
-        (d) => writeFileSync(path.join(d, "task.toml"), '[agent]\nuser = "root\n'),
-        "T/task.toml:2: ",
-      ],
-      [
-        "no tests",
-        (d) => rmSync(path.join(d, "tests"), { recursive: true }),
-        "T/tests/test.sh: missing; a Harbor task needs it",
-      ],
-      [
-        "no environment",
-        (d) => rmSync(path.join(d, "environment"), { recursive: true }),
-        "T/environment: no Dockerfile, no docker-compose.yaml and no [environment] docker_image in task.toml",
-      ],
-      [
-        // Harbor's base gives main its build from environment/Dockerfile: without one, nothing does.
-        "compose without a main to build",
-        (d) => {
-          rmSync(path.join(d, "environment/Dockerfile"));
-          writeFileSync(path.join(d, "environment/docker-compose.yaml"), "services:\n  app: {image: x}\n");
-        },
-        "T/environment/docker-compose.yaml: 'services.main' cannot be mapped: has neither build nor image",
-      ],
-    ];
-    for (const [name, mutate, message] of cases) {
-      const dir = copyTask(hello);
-      mutate(dir);
+  it("writes projects inside denv's compose subset", () => {
+    for (const task of [fixture, multi, shop, hello]) {
       const out = path.join(tempDir("harbor-out"), "o");
-      expect(() => importHarborTask(dir, out, "p", { dir: "T", out: "O" }), name).toThrow(message);
+      importTask(task, out, "p");
+      const files = projectFiles(out);
+      const result = validateCompose(files["compose.yaml"] ?? "", {
+        env: {},
+        readFile: (rel) => files[rel],
+        exists: (rel) => rel === "." || Object.keys(files).some((f) => f === rel || f.startsWith(`${rel}/`)),
+        projectName: "p",
+        source: "compose.yaml",
+      });
+      expect(result.ok ? [] : result.refusals, task).toEqual([]);
     }
-  });
-
-  it("maps a separate verifier: the artifacts are its submission, put back where the agent left them", () => {
-    const dir = copyTask(hello);
-    writeFileSync(
-      path.join(dir, "task.toml"),
-      'artifacts = ["/app/hello.txt", "/srv/out/"]\n\n[verifier]\nenvironment_mode = "separate"\n',
-    );
-    const out = path.join(tempDir("harbor-out"), "o");
-    importHarborTask(dir, out, "p", { dir, out }, { agentSandbox: "none" });
-    const verifier = compose(out)["x-denv"].verifier;
-    expect(verifier.submission).toEqual(["/app/hello.txt", "/srv/out"]);
-    const script = verifier.command[2] as string;
-    expect(script).toContain(
-      "elif [ -e '/submission/app/hello.txt' ]; then cp --preserve=mode,timestamps '/submission/app/hello.txt' '/app/hello.txt'; fi;",
-    );
-    expect(script).toContain(
-      "if [ -d '/submission/srv/out' ]; then mkdir -p '/srv/out' && cp -R --preserve=mode,timestamps '/submission/srv/out'/. '/srv/out'/;",
-    );
-    expect(script.endsWith("exec bash /tests/test.sh")).toBe(true);
-    // /srv exists in both images, owned by the image's user (the workdir /app already is).
-    const dockerfile = readFileSync(path.join(out, "environment/Dockerfile.denv"), "utf8");
-    expect(dockerfile).toContain("mkdir -p '/app' '/srv' /logs/agent");
-    // biome-ignore lint/suspicious/noTemplateCurlyInString: a Dockerfile build argument
-    expect(dockerfile).toContain("chown -R ${DENV_WORKDIR_OWNER}:${DENV_WORKDIR_OWNER} '/app' '/srv';");
-  });
-
-  it("refuses a non-empty OUT", () => {
-    const out = tempDir("harbor-out");
-    writeFileSync(path.join(out, "x"), "");
-    expect(() => importHarborTask(hello, out, "p", { dir: "T", out: "O" })).toThrow(
-      HarborTaskMessages.notEmpty("O"),
-    );
-  });
-
-  it("reads task.toml and Dockerfile WORKDIRs", () => {
-    expect(parseToml('a = 1\n[environment]\nworkdir = "/w" # c\ntags = ["x", "y"]\n', "f")).toEqual({
-      "": { a: 1 },
-      environment: { workdir: "/w", tags: ["x", "y"] },
-    });
-    expect(dockerfileWorkdir("FROM x\nWORKDIR /a\nworkdir /b\n")).toBe("/b");
-    expect(dockerfileWorkdir("FROM x\nWORKDIR $HOME\n")).toBeUndefined();
   });
 });
 
 describe("export harbor", () => {
   it("writes a Harbor task from an imported project: its test.sh, task.toml and the Dockerfile", () => {
     const src = path.join(tempDir("harbor-out"), "hello-denv");
-    importHarborTask(hello, src, "hello");
+    importTask(hello, src, "hello");
     const out = path.join(tempDir("harbor-out"), "task");
     const r = exportHarborTask(src, out, "hello@v1");
     expect(r).toMatchObject({ version: "hello@v1", service: "main" });
@@ -253,7 +175,7 @@ describe("export harbor", () => {
 
   it("round-trips a task with a database: main from environment/, db from its folder inside it", () => {
     const src = path.join(tempDir("harbor-out"), "shop-denv");
-    importHarborTask(shop, src, "shop");
+    importTask(shop, src, "shop");
     const out = path.join(tempDir("harbor-out"), "task");
     const r = exportHarborTask(src, out, "shop@v1");
     expect(r.service).toBe("main");
@@ -314,24 +236,6 @@ describe("export harbor", () => {
     writeFileSync(path.join(src, "compose.yaml"), "services:\n  main: {image: a}\n");
     expect(() => exportHarborTask(src, path.join(src, "o"), "p@v1", { source: "S", out: "O" })).toThrow(
       "S/compose.yaml: 'x-denv.verifier' cannot be mapped: missing; Harbor grades with tests/test.sh",
-    );
-  });
-});
-
-describe("import harbor without a sandbox", () => {
-  it("refuses a root agent in one line", () => {
-    const dir = copyTask(hello);
-    writeFileSync(path.join(dir, "task.toml"), '[agent]\nuser = "root"\n');
-    expect(() =>
-      importHarborTask(
-        dir,
-        path.join(tempDir("harbor-out"), "o"),
-        "p",
-        { dir: "T", out: "O" },
-        { agentSandbox: "none" },
-      ),
-    ).toThrow(
-      "T/task.toml: 'agent.user' cannot be mapped: root without --agent-sandbox gvisor (the agent is never root outside a sandbox, protection 1)",
     );
   });
 });

@@ -1,8 +1,52 @@
+import { spawnSync } from "node:child_process";
 import path from "node:path";
 import type { CommandSpec, GroupSpec } from "../command.js";
+import { CliError } from "../exit-codes.js";
 import { fields } from "../format.js";
 import { isDir } from "../harbor-task.js";
-import { importHarborTask, projectFromDir } from "../import-harbor-task.js";
+
+/** What `python -m denv.harbor._import --json` prints. */
+export interface ImportResult {
+  directory: string;
+  project: string;
+  workdir: string;
+  services: string[];
+  files: string[];
+  /** What merging the task's compose file over Harbor's base mapped or dropped. */
+  notes: string[];
+}
+
+/** The module that maps a Harbor task to a denv project (python/src/denv/harbor/_import.py). */
+export const HARBOR_IMPORTER = "denv.harbor._import";
+
+export const missingDenvPython = (python: string) =>
+  `denv import harbor needs the denv Python package: ${python} cannot import ${HARBOR_IMPORTER}; install it ('pip install ./python' from a denv checkout) or set DENV_PYTHON to a Python that has it`;
+
+/**
+ * Runs the one Harbor task -> denv project mapping, denv.harbor's (the Harbor adapter's), with
+ * DENV_PYTHON (default python3) in CWD. Its refusal (exit 2, 3 for a non-empty OUT: one line on
+ * stderr) becomes the CLI's error.
+ */
+export function runHarborImporter(args: string[], io: { cwd: string; env: NodeJS.ProcessEnv }): ImportResult {
+  const python = io.env.DENV_PYTHON || "python3";
+  const run = spawnSync(python, ["-m", HARBOR_IMPORTER, "--json", ...args], {
+    cwd: io.cwd,
+    env: io.env,
+    encoding: "utf8",
+  });
+  const stderr = (run.stderr ?? "").trim();
+  if (run.error !== undefined || /No module named '?denv/.test(stderr)) {
+    throw new CliError("invalid_request", missingDenvPython(python));
+  }
+  if (run.status === 2 || run.status === 3) {
+    const line = stderr.split("\n").at(-1) ?? "";
+    throw new CliError(run.status === 3 ? "conflict" : "invalid_request", line);
+  }
+  if (run.status !== 0) {
+    throw new CliError("internal", `${python} -m ${HARBOR_IMPORTER} failed (exit ${run.status}): ${stderr}`);
+  }
+  return JSON.parse(run.stdout) as ImportResult;
+}
 
 /** `denv import harbor DIR`: a denv project folder from a Harbor task folder (no control plane). */
 const harbor: CommandSpec = {
@@ -19,7 +63,9 @@ verifier: the task's image built again, root unless [verifier] user says otherwi
 agent's work back from /submission and runs bash /tests/test.sh), the environment
 folder with a generated Dockerfile.denv, tests/, solution/, instruction.md and task.toml. Deploy OUT
 with 'denv deploy OUT' and grade an episode with 'denv verify'. What cannot be mapped is refused in one
-line naming the file and the key.`,
+line naming the file and the key. The mapping is the denv Python package's (denv.harbor, the Harbor
+adapter's): it runs with DENV_PYTHON (default python3), which needs the package ('pip install ./python'
+from a denv checkout).`,
   flags: {
     out: { type: "string", value: "OUT", description: "the project folder to write (default DIR-denv)" },
     project: {
@@ -39,18 +85,21 @@ line naming the file and the key.`,
     const src = path.resolve(ctx.io.cwd, dir);
     if (!isDir(src)) throw ctx.usage(`${dir} is not a folder`);
     const outArg = ctx.string("out") ?? `${dir.replace(/\/+$/, "")}-denv`;
-    const out = path.resolve(ctx.io.cwd, outArg);
-    const project = ctx.string("project") ?? projectFromDir(src);
+    const project = ctx.string("project");
     const sandbox = ctx.string("agent-sandbox") ?? "gvisor";
     if (sandbox !== "gvisor" && sandbox !== "none") {
       throw ctx.usage(`--agent-sandbox ${sandbox}: expected gvisor or none`);
     }
-    const r = importHarborTask(
-      src,
-      out,
-      project,
-      { dir: dir.replace(/\/+$/, ""), out: outArg },
-      { agentSandbox: sandbox },
+    const r = runHarborImporter(
+      [
+        "--agent-sandbox",
+        sandbox,
+        ...(project === undefined ? [] : ["--project", project]),
+        "--",
+        dir.replace(/\/+$/, "") || "/",
+        outArg,
+      ],
+      ctx.io,
     );
     ctx.print(r, () =>
       fields([

@@ -81,6 +81,9 @@ export async function startStack(): Promise<Stack> {
     DENV_URL: undefined,
     DENV_TOKEN: undefined,
     DENV_PROJECT: undefined,
+    // `denv import harbor` runs the denv Python package's importer: the repository's venv
+    // (scripts/setup-python installs the package editable from python/).
+    DENV_PYTHON: process.env.DENV_PYTHON ?? path.join(repo, "python/.venv/bin/python"),
   };
   const denv = (args: string[], opts: { input?: string | Buffer; timeoutMs?: number } = {}) =>
     run("node", [cli, ...args], env, opts);

@@ -10,9 +10,9 @@ from ``${CONTEXT_DIR}`` (the ``environment/`` folder, its ``Dockerfile``) with `
 ``image: ${PREBUILT_IMAGE_NAME}`` for a ``docker_image`` task). Task authors therefore write a
 ``main`` without ``build:``. :func:`merge_harbor_compose` does that merge the way ``docker
 compose -f base -f task`` does, then maps what denv's compose subset refuses or cannot use,
-recording each change in ``notes``. ``denv import harbor`` (packages/cli/src/
-import-harbor-task.ts, ``mergeHarborCompose``) implements the same merge; both are checked
-against python/tests/harbor_merge/expected-compose.yaml.
+recording each change in ``notes``. It is the one merge: the adapter deploys it and ``denv
+import harbor`` (:mod:`denv.harbor._import`) writes it; python/tests/harbor_merge/
+expected-compose.yaml is what it must produce from that fixture.
 """
 
 from __future__ import annotations
