@@ -125,38 +125,37 @@ describe("denv completion zsh", () => {
     expect(zsh).toContain("compdef _denv denv");
   });
 
-  it.skipIf(!installed("zsh"))(
-    "is valid zsh and completes what is typed (skipped when zsh is not installed)",
-    () => {
-      expect(spawnSync("zsh", ["-n", saved("zsh")], { encoding: "utf8" })).toMatchObject({
-        status: 0,
-        stderr: "",
-      });
-      // Without compinit: _describe and _files stand in, printing what they were offered.
-      const complete = (...words: string[]) => {
-        const r = spawnSync(
-          "zsh",
-          [
-            "-c",
-            `compdef() { :; }; source "$1"; shift
+  it("is valid zsh and completes what is typed", () => {
+    // scripts/setup-host installs it: CI never skips.
+    expect(installed("zsh"), "zsh is not installed: run scripts/setup-host").toBe(true);
+    expect(spawnSync("zsh", ["-n", saved("zsh")], { encoding: "utf8" })).toMatchObject({
+      status: 0,
+      stderr: "",
+    });
+    // Without compinit: _describe and _files stand in, printing what they were offered.
+    const complete = (...words: string[]) => {
+      const r = spawnSync(
+        "zsh",
+        [
+          "-c",
+          `compdef() { :; }; source "$1"; shift
 _describe() { print -rl -- "\${(@)\${(@P)2}%%:*}"; }
 _files() { print files; }
 words=(denv "$@"); CURRENT=\${#words}; PREFIX=\${words[-1]}; _denv`,
-            "zsh",
-            saved("zsh"),
-            ...words,
-          ],
-          { encoding: "utf8" },
-        );
-        expect(r.stderr).toBe("");
-        return r.stdout.split("\n").filter((w) => w !== "");
-      };
-      expect(complete("")).toEqual(COMMANDS.map((e) => e.name));
-      expect(complete("env", "fork", "--")).toContain("--name");
-      expect(complete("env", "fork", "--name", "")).toEqual(["files"]);
-      expect(complete("deploy", "examples/quickstart", "")).toEqual(["files"]);
-    },
-  );
+          "zsh",
+          saved("zsh"),
+          ...words,
+        ],
+        { encoding: "utf8" },
+      );
+      expect(r.stderr).toBe("");
+      return r.stdout.split("\n").filter((w) => w !== "");
+    };
+    expect(complete("")).toEqual(COMMANDS.map((e) => e.name));
+    expect(complete("env", "fork", "--")).toContain("--name");
+    expect(complete("env", "fork", "--name", "")).toEqual(["files"]);
+    expect(complete("deploy", "examples/quickstart", "")).toEqual(["files"]);
+  });
 });
 
 describe("denv completion fish", () => {
@@ -174,29 +173,28 @@ describe("denv completion fish", () => {
     }
   });
 
-  it.skipIf(!installed("fish"))(
-    "is valid fish and completes what is typed (skipped when fish is not installed)",
-    () => {
-      expect(spawnSync("fish", ["-n", saved("fish")], { encoding: "utf8" })).toMatchObject({
-        status: 0,
-        stderr: "",
+  it("is valid fish and completes what is typed", () => {
+    // scripts/setup-host installs it: CI never skips.
+    expect(installed("fish"), "fish is not installed: run scripts/setup-host").toBe(true);
+    expect(spawnSync("fish", ["-n", saved("fish")], { encoding: "utf8" })).toMatchObject({
+      status: 0,
+      stderr: "",
+    });
+    const complete = (line: string) => {
+      const r = spawnSync("fish", ["-c", "source $argv[1]; complete -C $argv[2]", saved("fish"), line], {
+        encoding: "utf8",
       });
-      const complete = (line: string) => {
-        const r = spawnSync("fish", ["-c", "source $argv[1]; complete -C $argv[2]", saved("fish"), line], {
-          encoding: "utf8",
-        });
-        expect(r.stderr).toBe("");
-        return r.stdout
-          .split("\n")
-          .filter((w) => w !== "")
-          .map((w) => w.split("\t")[0]);
-      };
-      expect(complete("denv ").sort()).toEqual(COMMANDS.map((e) => e.name).sort());
-      expect(complete("denv env fork --na")).toEqual(["--name"]);
-      expect(complete("denv deploy examples/quickstart --env alpha --pl")).toEqual(["--placement"]);
-      expect(complete("denv --ver")).toEqual(["--version"]);
-    },
-  );
+      expect(r.stderr).toBe("");
+      return r.stdout
+        .split("\n")
+        .filter((w) => w !== "")
+        .map((w) => w.split("\t")[0]);
+    };
+    expect(complete("denv ").sort()).toEqual(COMMANDS.map((e) => e.name).sort());
+    expect(complete("denv env fork --na")).toEqual(["--name"]);
+    expect(complete("denv deploy examples/quickstart --env alpha --pl")).toEqual(["--placement"]);
+    expect(complete("denv --ver")).toEqual(["--version"]);
+  });
 });
 
 describe("denv completion", () => {
