@@ -369,6 +369,9 @@ it("a multi-container task whose compose extends Harbor's base: oracle 1.0 and n
   const docker = await harborRun("multi-docker-oracle", "oracle", { task, env: null });
   expect(docker[0]?.exception_info ?? null).toBeNull();
   expect(docker[0]?.verifier_result?.rewards).toEqual({ reward: 1 });
+  const dockerNop = await harborRun("multi-docker-nop", "nop", { task, env: null });
+  expect(dockerNop[0]?.exception_info ?? null).toBeNull();
+  expect(dockerNop[0]?.verifier_result?.rewards).toEqual({ reward: 0 });
 }, 1_200_000);
 
 it("denv import harbor: the imported harbor-hello deploys and denv verify grades 1.0 and 0.0", async () => {
