@@ -86,7 +86,8 @@ Exits 1 when the deployment fails (the environment stays on its previous version
         ...(typeof (d.result as { version?: unknown } | undefined)?.version === "string"
           ? [`version ${(d.result as { version: string }).version}`]
           : []),
-        `url ${ctx.client().url}/v1/deployments/${d.id}`,
+        // A command a person can run, not a JSON route that needs a bearer token.
+        `show denv deployments show ${d.id}`,
       ],
     );
   },

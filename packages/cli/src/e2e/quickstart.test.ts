@@ -32,9 +32,9 @@ it("scripts/quickstart deploys, forks twice, grades 1.0 and 0.0 and rolls alpha 
     expect(r.stdout).toContain("quickstart/solved:    reward 1");
     expect(r.stdout).toContain("quickstart/untouched: reward 0");
     expect(r.stdout).toMatch(
-      /rolled back: +quickstart\/alpha -> quickstart@v1 +http:\/\/127\.0\.0\.1:\d+\/v1\/deployments\/\S+/,
+      /rolled back: +quickstart\/alpha -> quickstart@v1 +denv deployments show dep_\w+/,
     );
-    expect(r.stdout).toMatch(/deployed: +quickstart\/alpha +http:\/\/127\.0\.0\.1:\d+\/v1\/deployments\/\S+/);
+    expect(r.stdout).toMatch(/deployed: +quickstart\/alpha +denv deployments show dep_\w+/);
     // Phases were shown live on stderr.
     for (const phase of ["place", "build", "health", "probe", "snapshot", "switch"])
       expect(r.stderr).toContain(phase);
