@@ -134,6 +134,16 @@ describe("a root agent confined by gVisor", () => {
     expect(forkRec.evidence.agent).toMatchObject({ confinement: "gvisor", root: true });
   }, 240_000);
 
+  it("stops an agent that keeps forking before the verify, through runsc", async () => {
+    await sh("setsid bash -c 'while true; do sleep 700 & sleep 0.02; done' >/dev/null 2>&1 < /dev/null &");
+    await new Promise((r) => setTimeout(r, 500));
+    const result = await rt.verify(env);
+    expect(result.status).toBe("graded");
+    expect(result.evidence.agent.killed).toBeGreaterThan(1);
+    const left = await sh("for p in /proc/[0-9]*; do cat $p/cmdline 2>/dev/null | tr '\\0' ' '; echo; done");
+    expect(left.out).not.toMatch(/sleep 700|while true/);
+  }, 240_000);
+
   it("is refused, with nothing created, on an engine without the runtime", async () => {
     const bare = await openTestRuntime({ gvisorRuntime: "denv-no-such-runtime" });
     try {

@@ -28,6 +28,9 @@ const ROOTS = (runtime: string) => [
 
 const roots = new Map<string, string>();
 
+/** runsc kill processes at once. */
+const KILL_CONCURRENCY = 8;
+
 async function stateRoot(runtime: string, containerId: string): Promise<string> {
   const known = roots.get(containerId);
   if (known) return known;
@@ -75,9 +78,15 @@ export async function killSandboxProcesses(
 ): Promise<number[]> {
   if (pids.length === 0) return [];
   const root = await stateRoot(runtime, containerId);
-  await Promise.all(
-    pids.map((pid) => run("runsc", ["--root", root, "kill", "--pid", String(pid), containerId, "KILL"])),
-  );
+  // One runsc per pid (it signals one at a time), a few at once: a fork bomb's thousand pids
+  // must not become a thousand host processes.
+  const queue = [...pids];
+  const worker = async () => {
+    for (let pid = queue.shift(); pid !== undefined; pid = queue.shift()) {
+      await run("runsc", ["--root", root, "kill", "--pid", String(pid), containerId, "KILL"]);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(KILL_CONCURRENCY, queue.length) }, worker));
   const deadline = Date.now() + settleMs;
   for (;;) {
     const live = new Set((await sandboxProcesses(runtime, containerId)).map((p) => p.pid));

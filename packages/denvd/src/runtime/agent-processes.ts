@@ -54,16 +54,21 @@ export async function stopAgent(
   const baseline = new Map(
     Object.entries(rec.baseline).map(([svc, list]) => [svc, new Set(list.map(([p, t]) => `${p}:${t}`))]),
   );
-  // A sandboxed service's processes are gVisor's, killed through runsc (never a host pid).
+  // A sandboxed service's processes are gVisor's, killed through runsc (never a host pid), in
+  // rounds like the host's: what forked between a listing and its kill is caught by the next.
   let sandboxKilled = 0;
   for (const [svc, id] of Object.entries(rec.containers)) {
     const runtime = sandboxRuntimeOf(rec, svc);
     if (runtime === undefined) continue;
     const base = baseline.get(svc) ?? new Set<string>();
-    const extra = (await sandboxProcesses(runtime, id)).map((p) => p.pid).filter((p) => !base.has(`${p}:0`));
-    const left = await killSandboxProcesses(runtime, id, extra);
-    if (left.length > 0) throw new DenvError("agent_survived", Protection.agentSurvived(left.length));
-    sandboxKilled += extra.length;
+    const extra = async () =>
+      (await sandboxProcesses(runtime, id)).map((p) => p.pid).filter((p) => !base.has(`${p}:0`));
+    for (let round = 0, found = await extra(); found.length > 0; round++, found = await extra()) {
+      if (round === 10) throw new DenvError("agent_survived", Protection.agentSurvived(found.length));
+      const left = await killSandboxProcesses(runtime, id, found);
+      if (left.length > 0) throw new DenvError("agent_survived", Protection.agentSurvived(left.length));
+      sandboxKilled += found.length;
+    }
   }
   const extras = async (): Promise<number[]> => {
     const out: number[] = [];
