@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 import { parseArgs } from "node:util";
-import { ExitCodes, versionLine } from "@denv/spec";
+import { ExitCodes } from "@denv/spec";
 import { streamLog } from "./agent/log.js";
-import { buildCommit, DENVD_VERSION } from "./agent/version.js";
+import { denvdVersion } from "./agent/version.js";
 import { doctor } from "./commands/doctor.js";
 import { join } from "./commands/join.js";
 import { output } from "./commands/output.js";
@@ -51,7 +51,7 @@ async function main(argv: string[]): Promise<number> {
     return verb === undefined ? ExitCodes.usage : ExitCodes.ok;
   }
   if (verb === "--version") {
-    process.stdout.write(`${versionLine("denvd", DENVD_VERSION, buildCommit())}\n`);
+    process.stdout.write(`${denvdVersion()}\n`);
     return ExitCodes.ok;
   }
   if (!(verb in VERBS)) {

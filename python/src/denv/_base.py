@@ -151,6 +151,35 @@ def version_id(ref: VersionRef, default_project: str | None) -> str:
     return f"{project}@v{number}"
 
 
+def sandbox_body(
+    project: str,
+    version: VersionRef | None,
+    name: str | None,
+    ttl_sec: int,
+    count: int | None = None,
+) -> dict[str, Any]:
+    """The JSON body of ``POST /v1/sandboxes`` (one sandbox, or ``count`` of them).
+
+    Args:
+        project: The project.
+        version: The version (default: the project's current version).
+        name: The sandbox's name (with ``count``: their names' stem).
+        ttl_sec: Seconds until each is destroyed.
+        count: How many, for a batch.
+
+    Returns:
+        The body.
+    """
+    body: dict[str, Any] = {"project": project, "ttl_sec": ttl_sec}
+    if count is not None:
+        body["count"] = count
+    if version is not None:
+        body["version"] = version_id(version, project)
+    if name is not None:
+        body["name"] = name
+    return body
+
+
 def files_params(path: str, service: str | None, user: str | None) -> dict[str, str]:
     """Query parameters of the files routes.
 

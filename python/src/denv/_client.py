@@ -39,6 +39,7 @@ from ._base import (
     parse_list,
     parse_model,
     q,
+    sandbox_body,
     split_file_path,
     stdin_frame,
     stream_frame,
@@ -739,12 +740,7 @@ class Client(ClientBase):
             EgressLeakError: Its egress probe found a way out; it does not start.
             DenvError: It could not be created (its code's subclass).
         """
-        name_ = self._project(project)
-        body: dict[str, Any] = {"project": name_, "ttl_sec": ttl_sec}
-        if version is not None:
-            body["version"] = version_id(version, name_)
-        if name is not None:
-            body["name"] = name
+        body = sandbox_body(self._project(project), version, name, ttl_sec)
         resp = self._send("POST", "/v1/sandboxes", json_body=body, timeout=timeout_for(timeout))
         return parse_model(Environment, resp.json(), "POST /v1/sandboxes")
 
@@ -779,12 +775,7 @@ class Client(ClientBase):
         Raises:
             DenvError: One could not be created (its code's subclass); none is left.
         """
-        name_ = self._project(project)
-        body: dict[str, Any] = {"project": name_, "ttl_sec": ttl_sec, "count": count}
-        if version is not None:
-            body["version"] = version_id(version, name_)
-        if name is not None:
-            body["name"] = name
+        body = sandbox_body(self._project(project), version, name, ttl_sec, count)
         resp = self._send("POST", "/v1/sandboxes", json_body=body, timeout=timeout_for(timeout))
         return parse_list(Environment, resp.json(), "sandboxes", "POST /v1/sandboxes")
 
