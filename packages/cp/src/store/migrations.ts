@@ -1,4 +1,4 @@
-import type { Kysely, Migration, MigrationProvider } from "kysely";
+import { type Kysely, type Migration, type MigrationProvider, sql } from "kysely";
 
 /**
  * The migrations, in code, shared by SQLite and PostgreSQL: only types both understand (text,
@@ -135,6 +135,23 @@ const migrations: Record<string, Migration> = {
     async up(db: Kysely<unknown>): Promise<void> {
       await db.schema.alterTable("hosts").addColumn("draining_at", "text").execute();
       await db.schema.alterTable("join_tokens").addColumn("revoked_at", "text").execute();
+    },
+  },
+  // A version can live on several hosts (sent from one to another for a fork): one row per host
+  // holding it. versions.host_id stays the origin; every existing version is held by its origin.
+  "0003_version_replicas": {
+    async up(db: Kysely<unknown>): Promise<void> {
+      await db.schema
+        .createTable("version_replicas")
+        .addColumn("version_id", "text", (c) => c.notNull())
+        .addColumn("host_id", "text", (c) => c.notNull())
+        .addColumn("created_at", "text", (c) => c.notNull())
+        .addPrimaryKeyConstraint("version_replicas_pk", ["version_id", "host_id"])
+        .execute();
+      await db.schema.createIndex("version_replicas_host").on("version_replicas").column("host_id").execute();
+      await sql`insert into version_replicas (version_id, host_id, created_at) select id, host_id, created_at from versions`.execute(
+        db,
+      );
     },
   },
 };

@@ -82,7 +82,8 @@ export interface LogRecord {
   data: unknown;
 }
 
-export type VersionRecord = Version;
+/** The API's Version without `replicas`, which live in their own rows (Store.listReplicas). */
+export type VersionRecord = Omit<Version, "replicas">;
 
 export interface TargetRecord {
   name: string;

@@ -71,6 +71,13 @@ export interface Database {
     timings: string;
     created_at: string;
   };
+  /** Hosts holding a version's snapshot: its origin (versions.host_id) and the hosts it was sent to. */
+  version_replicas: {
+    version_id: string;
+    host_id: string;
+    /** When the cp recorded it (the cp's clock). */
+    created_at: string;
+  };
   targets: { name: string; kind: string; created_at: string };
   hosts: {
     id: string;

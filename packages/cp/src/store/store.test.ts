@@ -1,10 +1,16 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import BetterSqlite3 from "better-sqlite3";
+import { Kysely, Migrator, PostgresDialect, SqliteDialect } from "kysely";
+import pgDriver from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type PostgresServer, startPostgres } from "../testing/postgres.js";
+import { migrationProvider } from "./migrations.js";
 import { openStore } from "./open-store.js";
-import type { DeploymentRecord, EnvironmentRecord, HostRecord } from "./records.js";
+import type { DeploymentRecord, EnvironmentRecord, HostRecord, VersionRecord } from "./records.js";
+import { versionToRow } from "./rows.js";
+import type { Database } from "./schema.js";
 import type { Store } from "./store.js";
 
 /** One suite, run against a SQLite file and a real PostgreSQL server. */
@@ -40,16 +46,48 @@ function deployment(id: string, extra: Partial<DeploymentRecord> = {}): Deployme
   };
 }
 
-function storeSuite(
-  name: string,
-  open: () => Promise<{ store: Store; reopen: () => Promise<Store>; done: () => Promise<void> }>,
-) {
+function version(id: string, extra: Partial<VersionRecord> = {}): VersionRecord {
+  const [project = "", n = "0"] = id.split("@v");
+  return {
+    id,
+    project,
+    number: Number(n),
+    host_id: "h1",
+    source_environment: `${project}/alpha`,
+    digests: {},
+    volumes: {},
+    method: "copy",
+    sizes: { layer_bytes: 1, volume_bytes: 2 },
+    timings: {},
+    created_at: "2026-01-01T00:00:00.000Z",
+    ...extra,
+  };
+}
+
+/** A Kysely on `url` the way openStore opens it, without migrating. */
+function rawDb(url: string): Kysely<Database> {
+  const dialect = url.startsWith("postgres://")
+    ? new PostgresDialect({ pool: new pgDriver.Pool({ connectionString: url, max: 2 }) })
+    : new SqliteDialect({ database: new BetterSqlite3(url) });
+  return new Kysely<Database>({ dialect });
+}
+
+interface Opened {
+  store: Store;
+  reopen: () => Promise<Store>;
+  done: () => Promise<void>;
+  /** The URL of another, empty database on the same server (or a new SQLite file). */
+  emptyDatabase: () => Promise<string>;
+}
+
+function storeSuite(name: string, open: () => Promise<Opened>) {
   describe(name, () => {
     let store: Store;
     let reopen: () => Promise<Store>;
     let done: () => Promise<void>;
+    let emptyDatabase: () => Promise<string>;
     beforeAll(async () => {
-      ({ store, reopen, done } = await open());
+      ({ store, reopen, done, emptyDatabase } = await open());
     });
     afterAll(async () => {
       await store.close();
@@ -192,6 +230,78 @@ function storeSuite(
       expect(await store.getVersion("shop", 1)).toBeUndefined();
     });
 
+    it("version replicas: the origin's comes with the version, origin first, the origin moves when it goes", async () => {
+      await store.createVersion(version("rep@v1", { host_id: "hb" }));
+      expect(await store.listReplicas("rep@v1")).toEqual(["hb"]);
+      const at = "2030-01-01T00:00:00.000Z";
+      expect(await store.putReplica("rep@v1", "hc", at)).toBe(true);
+      expect(await store.putReplica("rep@v1", "ha", at)).toBe(true);
+      // Idempotent: the first time is kept.
+      expect(await store.putReplica("rep@v1", "ha", "2031-01-01T00:00:00.000Z")).toBe(true);
+      expect(await store.listReplicas("rep@v1")).toEqual(["hb", "ha", "hc"]);
+      // No such version: nothing is recorded.
+      expect(await store.putReplica("rep@v9", "ha", at)).toBe(false);
+      expect(await store.listReplicas("rep@v9")).toEqual([]);
+
+      await store.createVersion(version("rep@v2", { host_id: "ha" }));
+      expect(await store.listReplicasOnHost("ha")).toEqual(["rep@v1", "rep@v2"]);
+      expect(await store.listReplicasOnHost("hb")).toEqual(["rep@v1"]);
+      // rep@v2's row was stamped now (before `at`); rep@v1's on ha at `at`.
+      expect(await store.listReplicasOnHost("ha", at)).toEqual(["rep@v2"]);
+      expect(await store.listReplicasOnHost("nobody")).toEqual([]);
+
+      // A replica that is not the origin goes; the origin stays.
+      expect(await store.deleteReplica("rep@v1", "hc")).toEqual(["hb", "ha"]);
+      expect((await store.getVersion("rep", 1))?.host_id).toBe("hb");
+      // The origin goes: the first holder left by host id becomes it.
+      expect(await store.deleteReplica("rep@v1", "hb")).toEqual(["ha"]);
+      expect((await store.getVersion("rep", 1))?.host_id).toBe("ha");
+      expect(await store.deleteReplica("rep@v1", "nobody")).toEqual(["ha"]);
+      // The last one: the version row stays for the caller, held by no one.
+      expect(await store.deleteReplica("rep@v1", "ha")).toEqual([]);
+      expect((await store.getVersion("rep", 1))?.host_id).toBe("ha");
+      expect(await store.listReplicasOnHost("ha")).toEqual(["rep@v2"]);
+
+      // Deleting a version deletes its replicas.
+      await store.putReplica("rep@v2", "hd", at);
+      await store.deleteVersion("rep@v2");
+      expect(await store.listReplicas("rep@v2")).toEqual([]);
+      expect(await store.listReplicasOnHost("hd")).toEqual([]);
+      // A version of the same id recorded again starts with its origin alone.
+      await store.createVersion(version("rep@v2", { host_id: "he" }));
+      expect(await store.listReplicas("rep@v2")).toEqual(["he"]);
+      // A second record of an existing version is a conflict and adds no replica.
+      await expect(store.createVersion(version("rep@v2", { host_id: "hf" }))).rejects.toMatchObject({
+        code: "conflict",
+      });
+      expect(await store.listReplicas("rep@v2")).toEqual(["he"]);
+    });
+
+    it("the replicas migration gives every existing version its origin as a replica", async () => {
+      const url = await emptyDatabase();
+      const db = rawDb(url);
+      const before = await new Migrator({ db, provider: migrationProvider }).migrateTo(
+        "0002_drain_and_revoke",
+      );
+      expect(before.error).toBeUndefined();
+      await db
+        .insertInto("versions")
+        .values(versionToRow(version("old@v1", { host_id: "h7" })))
+        .execute();
+      await db
+        .insertInto("versions")
+        .values(versionToRow(version("old@v2", { host_id: "h8" })))
+        .execute();
+      await db.destroy();
+      const migrated = await openStore(url);
+      try {
+        expect(await migrated.listReplicas("old@v1")).toEqual(["h7"]);
+        expect(await migrated.listReplicasOnHost("h8")).toEqual(["old@v2"]);
+      } finally {
+        await migrated.close();
+      }
+    });
+
     it("targets, hosts and join tokens: one use at a time, never below zero", async () => {
       await store.createTarget({ name: "gpu", kind: "hosts", createdAt: now() });
       expect((await store.listTargets()).map((t) => t.name)).toContain("gpu");
@@ -274,10 +384,12 @@ function storeSuite(
 storeSuite("SQLite store (file, WAL)", async () => {
   const dir = await mkdtemp(join(tmpdir(), "denv-store-"));
   const path = join(dir, "denv.db");
+  let files = 0;
   return {
     store: await openStore(path),
     reopen: () => openStore(path),
     done: () => rm(dir, { recursive: true, force: true }),
+    emptyDatabase: async () => join(dir, `empty-${++files}.db`),
   };
 });
 
@@ -292,5 +404,21 @@ afterAll(async () => {
 storeSuite("PostgreSQL store (a real server on 127.0.0.1)", async () => {
   if (!pg) throw new Error("postgres did not start");
   const url = pg.url;
-  return { store: await openStore(url), reopen: () => openStore(url), done: async () => {} };
+  let databases = 0;
+  return {
+    store: await openStore(url),
+    reopen: () => openStore(url),
+    done: async () => {},
+    emptyDatabase: async () => {
+      const name = `empty_${++databases}`;
+      const admin = new pgDriver.Client({ connectionString: url });
+      await admin.connect();
+      try {
+        await admin.query(`create database ${name}`);
+      } finally {
+        await admin.end();
+      }
+      return url.replace(/\/postgres$/, `/${name}`);
+    },
+  };
 });

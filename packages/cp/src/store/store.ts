@@ -57,11 +57,31 @@ export interface Store {
   appendLog(entry: LogRecord): Promise<void>;
   listLogs(deploymentId: string, afterSeq: number): Promise<LogRecord[]>;
 
+  /** Records a new version and, with it, its origin's replica (v.host_id; stamped now). */
   createVersion(v: VersionRecord): Promise<void>;
   getVersion(project: string, number: number): Promise<VersionRecord | undefined>;
   /** Newest first. */
   listVersions(project: string): Promise<VersionRecord[]>;
+  /** The version and its replica rows. */
   deleteVersion(id: string): Promise<void>;
+
+  /**
+   * Records that `hostId` holds a replica of the version (idempotent: the first `at` is kept).
+   * `at` is when the cp recorded it, by its own clock: a host's hello reconciles only the
+   * replicas recorded before it arrived. False, and nothing recorded, when there is no such
+   * version (it was deleted meanwhile).
+   */
+  putReplica(versionId: string, hostId: string, at: string): Promise<boolean>;
+  /** The hosts holding the version: the origin first, then by host id. */
+  listReplicas(versionId: string): Promise<string[]>;
+  /** The versions `hostId` holds a replica of, by id; only those recorded before `recordedBefore` when given. */
+  listReplicasOnHost(hostId: string, recordedBefore?: string): Promise<string[]>;
+  /**
+   * Forgets `hostId`'s replica and answers the hosts still holding the version (origin first).
+   * When `hostId` was the origin, the origin moves to the first of them by host id; when none
+   * is left the version row stays, for the caller to delete.
+   */
+  deleteReplica(versionId: string, hostId: string): Promise<string[]>;
 
   createTarget(t: TargetRecord): Promise<void>;
   getTarget(name: string): Promise<TargetRecord | undefined>;
