@@ -65,6 +65,8 @@ export interface VersionRecord {
   };
   sizes: { layerBytes: number; volumeBytes: number };
   createdAt: string;
+  /** The host it was transferred from (absent: snapshotted here). */
+  receivedFrom?: string;
 }
 
 function fileName(id: string): string {

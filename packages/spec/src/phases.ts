@@ -21,6 +21,8 @@ export type DeploymentKind = z.infer<typeof DeploymentKind>;
 export const PhaseName = z.enum([
   "resolve source",
   "place",
+  // A fork placed on a host without its version: the version streamed there from a holder.
+  "transfer",
   "validate",
   "build",
   "restore",
@@ -52,8 +54,8 @@ export const Phases: Record<DeploymentKind, readonly PhaseName[]> = {
   // The host that builds is the host that runs (images stay where they were built), so a
   // deploy is placed before it is validated and built there.
   deploy: ["resolve source", "place", "validate", "build", "start", "health", "probe", "snapshot", "switch"],
-  fork: ["place", "restore", "start", "health", "probe"],
-  rollback: ["place", "restore", "start", "health", "probe", "switch"],
+  fork: ["place", "transfer", "restore", "start", "health", "probe"],
+  rollback: ["place", "transfer", "restore", "start", "health", "probe", "switch"],
   snapshot: ["freeze", "capture layers", "capture volumes", "thaw", "record"],
   verify: ["stop agent", "snapshot", "fork", "probe", "run verifier", "collect", "clean up"],
   stop: ["stop"],

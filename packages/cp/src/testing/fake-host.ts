@@ -274,7 +274,7 @@ export class FakeHost {
   /** Runs the command's phases as denvd reports them: start, a log line, end with its evidence. */
   private async progress(c: CommandFrame, produced: Omit<Produced, "host">): Promise<void> {
     for (const phase of HostPhases[c.kind]) {
-      if (phase === "switch") continue;
+      if (phase === "switch" || phase === "transfer") continue;
       this.send({ v: PROTOCOL_VERSION, type: "progress", id: c.id, phase });
       await new Promise((r) => setTimeout(r, this.o.stepDelayMs ?? 2));
       this.send({ v: PROTOCOL_VERSION, type: "progress", id: c.id, line: `${phase} done` });

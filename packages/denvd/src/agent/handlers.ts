@@ -5,6 +5,7 @@ import { throwIfAborted } from "./command-context.js";
 import { execCommand } from "./exec-handler.js";
 import { filesGet, filesPut } from "./files-handlers.js";
 import { receiveSource } from "./source.js";
+import { versionReceive, versionSend } from "./transfer-handlers.js";
 import { tunnel } from "./tunnel.js";
 
 /**
@@ -137,6 +138,8 @@ const handlerTable: { [K in CommandKind]: Handler<K> } = {
     await ctx.runtime.deleteVersion(p.version);
     return { version: p.version, deleted: true };
   },
+  "version.send": versionSend,
+  "version.receive": versionReceive,
   "host.gc": (_p, ctx) => ctx.runtime.gc(),
 };
 
@@ -156,4 +159,6 @@ export const INTERRUPTIBLE = new Set<CommandKind>([
   "env.files.put",
   "env.files.get",
   "env.connect",
+  "version.send",
+  "version.receive",
 ]);

@@ -36,6 +36,8 @@ export interface ImageInfo {
   id: string;
   repoDigests: string[];
   layers: number;
+  /** Diff ids of its layers, bottom first. */
+  diffIds: string[];
   size: number;
   user: string;
   workingDir: string;

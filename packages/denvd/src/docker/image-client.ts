@@ -15,6 +15,7 @@ export class ImageClient {
         id: i.Id,
         repoDigests: i.RepoDigests ?? [],
         layers: i.RootFS?.Layers?.length ?? 0,
+        diffIds: i.RootFS?.Layers ?? [],
         size: i.Size,
         user: i.Config?.User ?? "",
         workingDir: i.Config?.WorkingDir ?? "",
@@ -81,6 +82,43 @@ export class ImageClient {
     const info = await this.info(opts.tag);
     if (!info) throw new DenvError("docker", `build ${opts.tag} finished but the image is missing`);
     return info.id;
+  }
+
+  /** `docker save` of one image: a tar stream (the engine writes the layers as it reads them). */
+  async save(ref: string): Promise<Readable> {
+    try {
+      return (await this.api.getImage(ref).get()) as unknown as Readable;
+    } catch (err) {
+      throw engineError(err, `save ${ref}`);
+    }
+  }
+
+  /** `docker load` of a tar stream; resolves once the engine has loaded it, with its report. */
+  async load(tar: Readable): Promise<string> {
+    try {
+      const res = (await this.api.loadImage(tar, { quiet: true })) as unknown as Readable;
+      const out: Buffer[] = [];
+      for await (const chunk of res) out.push(chunk as Buffer);
+      const text = Buffer.concat(out).toString("utf8");
+      const failed = text
+        .split("\n")
+        .map((l) => (l.trim() ? (JSON.parse(l) as { error?: string }) : {}))
+        .find((l) => l.error);
+      if (failed?.error) throw new DenvError("docker", `load: ${failed.error}`);
+      return text;
+    } catch (err) {
+      if (err instanceof DenvError) throw err;
+      throw engineError(err, "load an image");
+    }
+  }
+
+  /** Ids of every image on the engine. */
+  async allIds(): Promise<string[]> {
+    try {
+      return (await this.api.listImages({ all: false })).map((i) => i.Id);
+    } catch (err) {
+      throw engineError(err, "list images");
+    }
   }
 
   async tag(id: string, repo: string, tag: string): Promise<void> {

@@ -1,5 +1,6 @@
 import { Labels } from "@denv/spec";
 import { removeRejectRule, ruleNetworkIds } from "../host/firewall.js";
+import { transferVolumes } from "../transfer/receive.js";
 import type { HostContext } from "./host-context.js";
 
 /**
@@ -44,7 +45,11 @@ export async function collectGarbage(ctx: HostContext): Promise<{ removed: strin
       removed.push(`volume ${v.name}`);
     }
   }
-  const liveStore = new Set(envs.flatMap((e) => Object.values(e.volumes).map((v) => v.store)));
+  const liveStore = new Set([
+    ...envs.flatMap((e) => Object.values(e.volumes).map((v) => v.store)),
+    // Volumes a transfer in progress writes into: its journal owns them until it ends.
+    ...(await transferVolumes(ctx)),
+  ]);
   for (const id of await store.liveIds()) {
     if (!liveStore.has(id)) {
       await store.removeLive(id);
@@ -62,6 +67,14 @@ export async function collectGarbage(ctx: HostContext): Promise<{ removed: strin
   for (const img of await docker.images.list(own)) {
     if (img.labels[Labels.role] === "version" && !versionImages.has(img.id)) {
       await docker.images.remove(img.id);
+      removed.push(`image ${img.name}`);
+    }
+  }
+  // Versions received from another host carry that host's labels, and this host's own tag.
+  const received = `denv-version/${ctx.hostId}-`;
+  for (const img of await docker.images.list({ [Labels.managed]: "true", [Labels.role]: "version" })) {
+    if (img.name.startsWith(received) && !versionImages.has(img.id)) {
+      await docker.images.remove(img.name);
       removed.push(`image ${img.name}`);
     }
   }

@@ -17,6 +17,7 @@ import type { RawExecResult } from "../exec-runner.js";
 import { removeHostPort } from "../host/firewall.js";
 import { type ProbeResult, probeEgress } from "../probe.js";
 import { loadPlan } from "../project-loader.js";
+import { discardTransfer } from "../transfer/receive.js";
 import { stopAgent } from "./agent-processes.js";
 import { collectGarbage } from "./collect-garbage.js";
 import { decideDiskCaps } from "./disk-caps.js";
@@ -278,8 +279,13 @@ export class Runtime {
     return this.locked(envId, (rec) => removeEnvironment(this.host, rec, opts.onPhase ?? noPhases));
   }
 
-  /** Removes a version: its committed images, volume snapshots and tests archive (when unshared). */
+  /**
+   * Removes a version: its committed images, volume snapshots and tests archive (when unshared);
+   * or, for a version this host does not hold, what an unfinished transfer of it left.
+   */
   async deleteVersion(versionId: string): Promise<void> {
+    if (!(await this.host.records.getVersion(versionId)) && (await discardTransfer(this.host, versionId)))
+      return;
     await deleteVersion(this.host, await requireVersion(this.host, versionId));
   }
 

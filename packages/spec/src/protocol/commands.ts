@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { ExecRequest } from "../exec.js";
 import { type PhaseName, Phases } from "../phases.js";
+import { TransferResume } from "./transfer.js";
 
 /** What the control plane asks of a host; each kind has a payload and a result schema. */
 export const CommandKind = z.enum([
@@ -19,6 +20,8 @@ export const CommandKind = z.enum([
   "env.logs",
   "env.connect",
   "version.delete",
+  "version.send",
+  "version.receive",
   "host.gc",
 ]);
 export type CommandKind = z.infer<typeof CommandKind>;
@@ -80,6 +83,16 @@ export const CommandPayloads = {
     stream: z.string(),
   }),
   "version.delete": z.object({ version: z.string() }),
+  /**
+   * The holder of a version streams it (docs/reference/protocol.md#version-transfer) on `stream`,
+   * from `resume`: the receiver's answer to "what do you have already".
+   */
+  "version.send": z.object({ version: z.string(), stream: z.string(), resume: TransferResume }),
+  /**
+   * The receiver writes its resume point (one JSON line) on `stream`, then reads the version's
+   * records from it and registers the version once every part checked out. `from`: the sender.
+   */
+  "version.receive": z.object({ version: z.string(), stream: z.string(), from: z.string() }),
   "host.gc": z.object({}),
 } satisfies Record<CommandKind, z.ZodType>;
 
@@ -111,5 +124,7 @@ export const HostPhases = {
   "env.logs": [],
   "env.connect": ["connect", "connected"],
   "version.delete": [],
+  "version.send": [],
+  "version.receive": [],
   "host.gc": [],
 } satisfies Record<CommandKind, readonly PhaseName[]>;

@@ -171,8 +171,8 @@ export const VerifyEvidence = z.object({
 });
 export type VerifyEvidence = z.infer<typeof VerifyEvidence>;
 
-/** The phases a host runs and reports; `switch` is the control plane's alone. */
-export const HostPhaseName = PhaseName.exclude(["switch"]);
+/** The phases a host runs and reports; `switch` and `transfer` are the control plane's alone. */
+export const HostPhaseName = PhaseName.exclude(["switch", "transfer"]);
 export type HostPhaseName = z.infer<typeof HostPhaseName>;
 
 /** What a host reports when each of its phases ends. */

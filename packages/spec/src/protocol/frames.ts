@@ -78,8 +78,12 @@ export const ProgressFrame = z
       }
       return;
     }
-    if (f.ended === "switch") {
-      ctx.addIssue({ code: "custom", path: ["ended"], message: "switch is the control plane's own phase" });
+    if (f.ended === "switch" || f.ended === "transfer") {
+      ctx.addIssue({
+        code: "custom",
+        path: ["ended"],
+        message: `${f.ended} is the control plane's own phase`,
+      });
       return;
     }
     const checked = PhaseEvidence[f.ended].safeParse(f.evidence);

@@ -2,3 +2,4 @@ export * from "./commands.js";
 export * from "./evidence.js";
 export * from "./frames.js";
 export * from "./results.js";
+export * from "./transfer.js";

@@ -10,6 +10,7 @@ import {
 } from "../api.js";
 import type { CommandKind } from "./commands.js";
 import { EgressProbe, EnvironmentEvidence, VerifyEvidence } from "./evidence.js";
+import { TransferEvidence } from "./transfer.js";
 
 /**
  * What a host returns in `result` frames, per command kind. denvd's handlers are typed by these
@@ -71,6 +72,16 @@ export const TunnelResult = z.object({
   bytes_from_service: z.number().int(),
   error: z.string().optional(),
 });
+/** What the holder sent of a version (the receiver's result is the one that counts). */
+export const VersionSendResult = z.object({
+  version: z.string(),
+  bytes: z.number().int(),
+  records: z.number().int(),
+  parts: z.array(z.string()),
+});
+/** The version as the receiver registered it, and how it got there. */
+export const VersionReceiveResult = Version.extend({ transfer: TransferEvidence });
+
 /** What the host removed that no record owned. */
 export const GcResult = z.object({ removed: z.array(z.string()) });
 
@@ -91,6 +102,8 @@ export const CommandResults = {
   "env.logs": LogsResponse,
   "env.connect": TunnelResult,
   "version.delete": VersionDeleteResult,
+  "version.send": VersionSendResult,
+  "version.receive": VersionReceiveResult,
   "host.gc": GcResult,
 } satisfies Record<CommandKind, z.ZodType>;
 

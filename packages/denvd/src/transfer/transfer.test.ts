@@ -1,0 +1,285 @@
+import { createHash } from "node:crypto";
+import { existsSync, readFileSync } from "node:fs";
+import { PassThrough, Writable } from "node:stream";
+import { TransferRecordType, TransferResume } from "@denv/spec";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Runtime } from "../runtime/runtime.js";
+import { openTestRuntime, writeProject } from "../testing/harness.js";
+import { receiveVersion, stagingDir } from "./receive.js";
+import { manifestOf, sendVersion } from "./send.js";
+import { RecordWriter } from "./wire.js";
+
+/**
+ * Version transfer between two hosts' runtimes (on this machine's one engine: the cross-engine
+ * path, with layers that are not there yet, runs in packages/cli/src/e2e/hosts.test.ts). The
+ * bytes go through a pipe here instead of the control plane's relay.
+ */
+
+const COMPOSE = `
+services:
+  main:
+    image: debian:bookworm-slim
+    command: ["sleep", "infinity"]
+    init: true
+    volumes: [data:/data]
+  db:
+    image: debian:bookworm-slim
+    command: ["sleep", "infinity"]
+    init: true
+    volumes: [dbdata:/var/lib/db]
+volumes:
+  data: {}
+  dbdata: {}
+x-denv:
+  agent: main
+`;
+
+type Rt = Runtime & AsyncDisposable;
+
+/** Runs one attempt: the receiver's resume point starts the sender; `cutAfter` drops the link. */
+async function attempt(
+  from: Rt,
+  to: Rt,
+  version: string,
+  opts: { cutAfter?: number } = {},
+): Promise<Awaited<ReturnType<typeof receiveVersion>>> {
+  const link = new PassThrough();
+  let passed = 0;
+  const wire = new Writable({
+    write(chunk: Buffer, _enc, cb) {
+      if (opts.cutAfter !== undefined && passed + chunk.length > opts.cutAfter) {
+        link.destroy(new Error("the link dropped"));
+        cb(new Error("the link dropped"));
+        return;
+      }
+      passed += chunk.length;
+      if (link.write(chunk)) cb();
+      else link.once("drain", () => cb());
+    },
+    final(cb) {
+      link.end();
+      cb();
+    },
+  });
+  const abort = new AbortController();
+  let sending: Promise<unknown> = Promise.resolve();
+  const received = receiveVersion(to.host, version, from.host.hostId, {
+    inbound: link,
+    sendResume: async (line) => {
+      const resume = TransferResume.parse(JSON.parse(line.toString("utf8")));
+      if (resume.complete) {
+        link.end();
+        return;
+      }
+      sending = sendVersion(from.host, version, resume, new RecordWriter(wire), abort.signal).then(
+        () => new Promise<void>((r) => wire.end(r)),
+        // As the control plane does: a sender that failed ends the receiver's stream with its error.
+        (err: Error) => link.destroy(err),
+      );
+    },
+  });
+  try {
+    return await received;
+  } finally {
+    abort.abort();
+    await sending;
+  }
+}
+
+const sha = (s: string) => createHash("sha256").update(s).digest("hex");
+
+describe("version transfer", () => {
+  let a: Rt;
+  let b: Rt;
+  const env = "xfer/alpha";
+  let want: Record<string, string>;
+
+  beforeAll(async () => {
+    a = await openTestRuntime();
+    b = await openTestRuntime();
+    await a.deploy({ project: "xfer", projectDir: await writeProject({ "compose.yaml": COMPOSE }) });
+    // A committed file, a 6 MiB volume file (several chunks), a tree with a symlink, an owned root.
+    await a.exec(env, { shell: "echo layer-content > /workspace/layer.txt" });
+    await a.exec(env, {
+      service: "db",
+      user: "0",
+      shell:
+        "head -c 6291456 /dev/urandom > /var/lib/db/blob && mkdir -p /var/lib/db/t/u && echo x > /var/lib/db/t/u/f && ln -s /etc/passwd /var/lib/db/t/link && chown 999:999 /var/lib/db && chmod 0750 /var/lib/db",
+    });
+    await a.snapshot(env);
+    want = await digests(a, env);
+  });
+  afterAll(async () => {
+    await b?.[Symbol.asyncDispose]();
+    await a?.[Symbol.asyncDispose]();
+  });
+
+  async function digests(rt: Rt, id: string): Promise<Record<string, string>> {
+    const out = async (service: string, shell: string) =>
+      (await rt.exec(id, { service, ...(service === "main" ? {} : { user: "0" }), shell })).stdout.toString();
+    return {
+      layer: sha(await out("main", "cat /workspace/layer.txt")),
+      volume: sha(
+        await out(
+          "db",
+          "cd /var/lib/db && find . -printf '%p %y %m %U %G %s %l\\n' | sort && sha256sum blob t/u/f",
+        ),
+      ),
+      root: await out("db", "stat -c '%u:%g %a' /var/lib/db"),
+    };
+  }
+
+  it("a dropped link leaves nothing registered, and the next attempt resumes from what was verified", async () => {
+    await expect(attempt(a, b, "xfer@v1", { cutAfter: 3 * 1024 * 1024 })).rejects.toThrow(/link dropped/);
+    expect(await b.host.records.getVersion("xfer@v1")).toBeUndefined();
+    expect(existsSync(`${stagingDir(b.host, "xfer@v1")}/journal.json`)).toBe(true);
+
+    const r = await attempt(a, b, "xfer@v1");
+    expect(r.transfer.resumed_bytes).toBeGreaterThan(0);
+    expect(r.record.receivedFrom).toBe(a.host.hostId);
+    // Staging is gone once the version is registered.
+    expect(existsSync(stagingDir(b.host, "xfer@v1"))).toBe(false);
+
+    const fork = await b.fork("xfer@v1", { name: "f1" });
+    expect(await digests(b, fork.id)).toEqual(want);
+    expect(want.root).toBe("999:999 750\n");
+  });
+
+  it("a second transfer of a version the host has sends nothing", async () => {
+    const r = await attempt(a, b, "xfer@v1");
+    expect(r.transfer.bytes).toBe(0);
+  });
+
+  it("the layers the receiving engine has are not sent", async () => {
+    const m = await manifestOf(a.host, (await a.host.records.getVersion("xfer@v1")) as never);
+    expect(m.parts.map((p) => p.name)).toEqual(["image:db", "image:main", "volume:data", "volume:dbdata"]);
+    await b.destroy("xfer/f1");
+    await b.deleteVersion("xfer@v1");
+    const r = await attempt(a, b, "xfer@v1");
+    // Same engine: every layer is there already.
+    expect(r.transfer.layers_sent).toBe(0);
+    expect(r.transfer.layers_skipped).toBeGreaterThan(0);
+  });
+});
+
+describe("a hostile sender", () => {
+  let a: Rt;
+  let b: Rt;
+
+  beforeAll(async () => {
+    a = await openTestRuntime();
+    b = await openTestRuntime();
+    await a.deploy({
+      project: "evil",
+      projectDir: await writeProject({
+        "compose.yaml": `
+services:
+  main:
+    image: debian:bookworm-slim
+    command: ["sleep", "infinity"]
+    init: true
+    volumes: [data:/data]
+volumes:
+  data: {}
+x-denv:
+  agent: main
+`,
+      }),
+    });
+    await a.snapshot("evil/alpha");
+  });
+  afterAll(async () => {
+    await b?.[Symbol.asyncDispose]();
+    await a?.[Symbol.asyncDispose]();
+  });
+
+  /** Feeds hand-made records (after a true manifest of evil@v1) to the receiver. */
+  async function feed(write: (w: RecordWriter) => Promise<void>, corrupt = false): Promise<unknown> {
+    const link = new PassThrough();
+    const w = new RecordWriter(link);
+    const manifest = await manifestOf(a.host, (await a.host.records.getVersion("evil@v1")) as never);
+    const result = receiveVersion(b.host, "evil@v1", a.host.hostId, {
+      inbound: corrupt ? link.pipe(flipByte(200)) : link,
+      sendResume: async () => {
+        await w.json(TransferRecordType.manifest, manifest);
+        await write(w);
+        link.end();
+      },
+    });
+    return result.catch((err: Error) => err);
+  }
+
+  const entry = (path: string, more: Record<string, unknown>) => ({
+    path,
+    mode: 0o644,
+    uid: 0,
+    gid: 0,
+    mtime_ms: 0,
+    ...more,
+  });
+
+  it("refuses a file written through a symlink it sent, and writes nothing outside the volume", async () => {
+    const before = readFileSync("/etc/hostname", "utf8");
+    const err = await feed(async (w) => {
+      await w.json(TransferRecordType.part, {
+        name: "volume:data",
+        root: { mode: 0o755, uid: 0, gid: 0, mtime_ms: 0 },
+      });
+      await w.json(TransferRecordType.entry, entry("escape", { type: "symlink", target: "/etc" }));
+      await w.json(TransferRecordType.entry, entry("escape/hostname", { type: "file", size: 5 }));
+      await w.data(Buffer.from("owned"));
+    });
+    expect(String(err)).toContain(
+      "version transfer: refused entry 'escape/hostname': its parent is not a directory of this transfer",
+    );
+    expect(readFileSync("/etc/hostname", "utf8")).toBe(before);
+    expect(await b.host.records.getVersion("evil@v1")).toBeUndefined();
+  });
+
+  it("refuses .. and absolute paths", async () => {
+    for (const path of ["../../../../tmp/x", "/tmp/x", "a/../../x"]) {
+      const err = await feed(async (w) => {
+        await w.json(TransferRecordType.part, {
+          name: "volume:data",
+          root: { mode: 0o755, uid: 0, gid: 0, mtime_ms: 0 },
+        });
+        await w.json(TransferRecordType.entry, entry(path, { type: "file", size: 0 }));
+      });
+      expect(String(err)).toContain(`version transfer: refused entry path '${path}'`);
+    }
+  });
+
+  it("refuses a corrupted chunk", async () => {
+    const err = await feed(async (w) => {
+      await w.json(TransferRecordType.part, {
+        name: "volume:data",
+        root: { mode: 0o755, uid: 0, gid: 0, mtime_ms: 0 },
+      });
+      await w.json(TransferRecordType.entry, entry("f", { type: "file", size: 4096 }));
+      await w.data(Buffer.alloc(4096, 7));
+    }, true);
+    expect(String(err)).toMatch(/checksum mismatch \(the chunk was corrupted on the way\)/);
+    expect(await b.host.records.getVersion("evil@v1")).toBeUndefined();
+  });
+
+  it("an abandoned transfer is removed by deleting the version", async () => {
+    expect(existsSync(stagingDir(b.host, "evil@v1"))).toBe(true);
+    await b.deleteVersion("evil@v1");
+    expect(existsSync(stagingDir(b.host, "evil@v1"))).toBe(false);
+    expect((await b.host.store.liveIds()).filter((id) => id.startsWith("xfer-"))).toEqual([]);
+  });
+});
+
+/** A stream that flips one byte at `at` (a corrupted link). */
+function flipByte(at: number): PassThrough {
+  let seen = 0;
+  const t = new PassThrough({
+    transform(chunk: Buffer, _enc, cb) {
+      const c = Buffer.from(chunk);
+      if (seen <= at && at < seen + c.length) c[at - seen] = (c[at - seen] ?? 0) ^ 0xff;
+      seen += c.length;
+      cb(null, c);
+    },
+  });
+  return t;
+}
