@@ -45,6 +45,15 @@ export const DenvdConfig = z.object({
   force: z.boolean().default(false),
   /** Accept a plain http:// control plane off this machine (DENVD_INSECURE, --insecure). */
   insecure: z.boolean().default(false),
+  /**
+   * The most memory this host offers denv, in bytes (DENVD_CAPACITY_MEMORY, --capacity-memory):
+   * hello reports the smaller of this and the machine's, for a machine that also runs other work.
+   */
+  capacityMemory: z.coerce
+    .number({ error: "must be a number of bytes" })
+    .int("must be a whole number of bytes")
+    .positive("must be a positive number of bytes")
+    .optional(),
 });
 export type DenvdConfig = z.infer<typeof DenvdConfig>;
 
@@ -60,6 +69,7 @@ export interface Flags {
   json?: boolean;
   force?: boolean;
   insecure?: boolean;
+  "capacity-memory"?: string;
 }
 
 export class ConfigError extends Error {
@@ -76,6 +86,7 @@ const SOURCES: Record<string, string> = {
   joinToken: "--token / DENVD_TOKEN",
   name: "--name / DENVD_NAME",
   insecure: "--insecure / DENVD_INSECURE",
+  capacityMemory: "--capacity-memory / DENVD_CAPACITY_MEMORY",
 };
 
 /** DENVD_INSECURE: 1/true/yes or 0/false/no (anything else is refused, not guessed). */
@@ -102,6 +113,7 @@ export function loadConfig(flags: Flags, env: Readonly<Record<string, string | u
     json: flags.json ?? false,
     force: flags.force ?? false,
     insecure: flags.insecure ?? parseBool(env.DENVD_INSECURE),
+    capacityMemory: flags["capacity-memory"] ?? nonEmpty(env.DENVD_CAPACITY_MEMORY),
   };
   const parsed = DenvdConfig.safeParse(raw);
   if (!parsed.success) {

@@ -37,6 +37,7 @@ const VERBS = {
       label: { type: "string", multiple: true },
       url: { type: "string" },
       insecure: { type: "boolean" },
+      "capacity-memory": { type: "string" },
     },
   },
   status: { options: common },

@@ -35,6 +35,8 @@ export interface AgentOptions {
   runtime: Runtime;
   journal: Journal;
   labels: Record<string, string>;
+  /** Caps the memory hello reports (--capacity-memory). */
+  capacityMemory?: number;
   log: Log;
   /** Scratch space (deploy sources), under the state dir. */
   tmpDir: string;

@@ -1,6 +1,7 @@
 import { DenvdMessages } from "@denv/spec";
 import { describe, expect, it } from "vitest";
 import { ConfigError, insecureUrlRefusal, isLoopback, loadConfig, redact } from "../config.js";
+import { offeredMemory } from "./hello.js";
 
 describe("denvd configuration", () => {
   it("has defaults for a systemd host", () => {
@@ -87,5 +88,23 @@ describe("denvd configuration", () => {
     expect(loadConfig({}, { DENVD_INSECURE: "1" }).insecure).toBe(true);
     expect(loadConfig({}, { DENVD_INSECURE: "false" }).insecure).toBe(false);
     expect(() => loadConfig({}, { DENVD_INSECURE: "maybe" })).toThrow(/--insecure \/ DENVD_INSECURE/);
+  });
+
+  it("offers denv at most --capacity-memory bytes of the machine (DENVD_CAPACITY_MEMORY)", () => {
+    expect(loadConfig({}, {}).capacityMemory).toBeUndefined();
+    expect(loadConfig({}, { DENVD_CAPACITY_MEMORY: "1073741824" }).capacityMemory).toBe(1024 ** 3);
+    expect(
+      loadConfig({ "capacity-memory": "536870912" }, { DENVD_CAPACITY_MEMORY: "1073741824" }).capacityMemory,
+    ).toBe(512 * 1024 ** 2);
+    for (const bad of ["0", "-5", "1.5", "lots"]) {
+      expect(() => loadConfig({ "capacity-memory": bad }, {}), bad).toThrow(
+        /--capacity-memory \/ DENVD_CAPACITY_MEMORY: must be a/,
+      );
+    }
+    const machine = 16 * 1024 ** 3;
+    expect(offeredMemory(machine, undefined)).toBe(machine);
+    expect(offeredMemory(machine, 2 * 1024 ** 3)).toBe(2 * 1024 ** 3);
+    // More than the machine has is not offered: what is not there cannot be committed.
+    expect(offeredMemory(machine, 64 * 1024 ** 3)).toBe(machine);
   });
 });

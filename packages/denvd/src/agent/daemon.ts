@@ -17,6 +17,8 @@ export interface DaemonOptions {
   runtime: Runtime;
   host: Pick<HostFile, "url" | "credential">;
   labels: Record<string, string>;
+  /** Caps the memory hello reports (--capacity-memory). */
+  capacityMemory?: number;
   log: Log;
   heartbeatMs?: number;
   backoff?: Backoff;
@@ -43,7 +45,14 @@ export async function startDaemon(o: DaemonOptions): Promise<Daemon> {
   const prune = setInterval(() => void journal.prune().catch(() => undefined), PRUNE_EVERY_MS);
   prune.unref();
 
-  const agent = new Agent({ runtime: o.runtime, journal, labels: o.labels, log: o.log, tmpDir });
+  const agent = new Agent({
+    runtime: o.runtime,
+    journal,
+    labels: o.labels,
+    capacityMemory: o.capacityMemory,
+    log: o.log,
+    tmpDir,
+  });
   const connection = new Connection({
     url: o.host.url,
     credential: o.host.credential,

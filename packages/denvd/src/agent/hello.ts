@@ -11,6 +11,11 @@ async function diskFree(path: string): Promise<number> {
   return s.bavail * s.bsize;
 }
 
+/** The memory this host offers: the machine's, or less when the operator caps it (--capacity-memory). */
+export function offeredMemory(machine: number, cap: number | undefined): number {
+  return cap === undefined ? machine : Math.min(machine, cap);
+}
+
 /**
  * The first frame on every connection: who this host is, what it can take, and what it holds
  * (environments, versions, commands not done) so that the control plane can reconcile its view.
@@ -19,6 +24,7 @@ export async function buildHello(o: {
   runtime: Runtime;
   journal: Journal;
   labels: Record<string, string>;
+  capacityMemory?: number | undefined;
 }): Promise<HelloFrame> {
   const held = await o.runtime.list();
   return {
@@ -28,7 +34,7 @@ export async function buildHello(o: {
     version: DENVD_VERSION,
     capacity: {
       cpus: availableParallelism(),
-      memory_bytes: totalmem(),
+      memory_bytes: offeredMemory(totalmem(), o.capacityMemory),
       disk_free_bytes: await diskFree(o.runtime.host.stateDir),
     },
     labels: o.labels,

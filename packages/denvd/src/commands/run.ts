@@ -35,6 +35,7 @@ export async function run(config: DenvdConfig, out: Output, log: Log): Promise<n
     runtime,
     host: { url, credential: host.credential },
     labels: config.labels,
+    capacityMemory: config.capacityMemory,
     log,
   });
   const signal = await stopping;

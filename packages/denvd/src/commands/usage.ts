@@ -3,18 +3,19 @@ export const USAGE = `denvd: the denv sidecar (one per host; drives the local Do
 
 usage:
   denvd join --url URL --token JOIN_TOKEN [--name NAME] [--label k=v]... [--state-dir DIR] [--force] [--insecure] [--json]
-  denvd run [--state-dir DIR] [--docker-socket PATH] [--store auto|btrfs|copy] [--label k=v]... [--url URL] [--insecure]
+  denvd run [--state-dir DIR] [--docker-socket PATH] [--store auto|btrfs|copy] [--label k=v]... [--url URL] [--insecure] [--capacity-memory BYTES]
   denvd status [--state-dir DIR] [--json]
   denvd doctor [--state-dir DIR] [--docker-socket PATH] [--json]
   denvd --help | --version
 
 environment (a flag wins over its variable):
-  DENVD_STATE_DIR      state directory (default /var/lib/denvd)
-  DENVD_DOCKER_SOCKET  Docker Engine socket (default /var/run/docker.sock)
-  DENVD_STORE          volume store: auto, btrfs or copy (default auto)
-  DENVD_LABELS         placement labels, k=v,k=v
-  DENVD_URL            control plane URL (join; run: overrides host.json)
-  DENVD_TOKEN          join token (join)
-  DENVD_NAME           host name asked for at join
-  DENVD_INSECURE       1: accept a plain http:// URL of another machine (join, run)
+  DENVD_STATE_DIR        state directory (default /var/lib/denvd)
+  DENVD_DOCKER_SOCKET    Docker Engine socket (default /var/run/docker.sock)
+  DENVD_STORE            volume store: auto, btrfs or copy (default auto)
+  DENVD_LABELS           placement labels, k=v,k=v
+  DENVD_URL              control plane URL (join; run: overrides host.json)
+  DENVD_TOKEN            join token (join)
+  DENVD_NAME             host name asked for at join
+  DENVD_INSECURE         1: accept a plain http:// URL of another machine (join, run)
+  DENVD_CAPACITY_MEMORY  bytes of memory offered to denv (run; default: the machine's)
 `;
