@@ -30,6 +30,17 @@ describe("denv-cp configuration", () => {
     });
   });
 
+  it("placement assumes 200 MB/s for a transfer between hosts unless told otherwise", () => {
+    expect(parseConfig([], {}).placementTransferMbps).toBe(200);
+    expect(parseConfig([], { DENV_CP_PLACEMENT_TRANSFER_MBPS: "50" }).placementTransferMbps).toBe(50);
+    expect(
+      parseConfig(["--placement-transfer-mbps=1250"], { DENV_CP_PLACEMENT_TRANSFER_MBPS: "50" })
+        .placementTransferMbps,
+    ).toBe(1250);
+    expect(() => parseConfig(["--placement-transfer-mbps", "0"], {})).toThrow();
+    expect(() => parseConfig([], { DENV_CP_PLACEMENT_TRANSFER_MBPS: "fast" })).toThrow();
+  });
+
   it("refuses unknown flags and bad values with a line naming them", () => {
     expect(() => parseConfig(["--nope", "1"], {})).toThrow("unknown flag --nope");
     expect(() => parseConfig(["--listen"], {})).toThrow("flag --listen needs a value");

@@ -54,6 +54,11 @@ export const CpConfig = z.object({
   placementOvercommitMemory: Ratio.default(4),
   placementOvercommitCpus: Ratio.default(32),
   placementOvercommitPids: Ratio.default(1),
+  /**
+   * The throughput placement assumes a transfer of a version between hosts gets, in MB (10^6
+   * bytes) per second: a fork on a host without the version pays its estimated time in the score.
+   */
+  placementTransferMbps: z.coerce.number().positive().max(1e6).default(200),
 });
 export type CpConfig = z.output<typeof CpConfig>;
 export type CpConfigInput = z.input<typeof CpConfig>;
@@ -91,6 +96,11 @@ export const SETTINGS: ReadonlyArray<{
     key: "placementOvercommitPids",
     flag: "--placement-overcommit-pids",
     env: "DENV_CP_PLACEMENT_OVERCOMMIT_PIDS",
+  },
+  {
+    key: "placementTransferMbps",
+    flag: "--placement-transfer-mbps",
+    env: "DENV_CP_PLACEMENT_TRANSFER_MBPS",
   },
 ];
 

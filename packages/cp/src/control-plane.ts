@@ -69,9 +69,12 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
     store,
     hub,
     placer: new Placer(store, hub, {
-      memory: config.placementOvercommitMemory,
-      cpus: config.placementOvercommitCpus,
-      pids: config.placementOvercommitPids,
+      overcommit: {
+        memory: config.placementOvercommitMemory,
+        cpus: config.placementOvercommitCpus,
+        pids: config.placementOvercommitPids,
+      },
+      transferMbps: config.placementTransferMbps,
     }),
     events: new DeploymentEvents(),
     log,

@@ -101,7 +101,6 @@ describe("docs/reference/api.md", () => {
     expect(flat).toContain(ControlPlaneMessages.versionInUse("<id>", ["<environments>"]));
     expect(flat).toContain(ControlPlaneMessages.projectHasEnvironments("<name>", "<n>" as unknown as number));
     expect(flat).toContain(HostMessages.holdsEnvironments("<id>", "<n>" as unknown as number));
-    expect(flat).toContain(HostMessages.versionOnDrainingHost("<id>", "<version>"));
     expect(flat).toContain(HostMessages.allDraining("<target>"));
     expect(flat).toContain(HostMessages.credentialInvalid);
     expect(flat).toContain(HostMessages.credentialNotApiToken);

@@ -41,15 +41,14 @@ describe("docs/reference pages of the control plane", () => {
     const flat = (await read("targets.md")).replace(/\s+/g, " ");
     const quoted = [
       PlacementMessages.missingLabel("k=v"),
-      PlacementMessages.needsTransfer("P@vN", "SIZE"),
       PlacementMessages.notEnough("memory", "N", "F", "L"),
       ControlPlaneMessages.noOnlineHost("T"),
       HostMessages.allDraining("T"),
       PlacementMessages.noHostWithLabels("T", "k=v, k2=v2"),
       PlacementMessages.noHostWithRoom("T", "NEED", "HOST: not enough R: ...", "--placement-overcommit-R"),
-      HostMessages.versionOnDrainingHost("H", "P@vN"),
-      PlacementMessages.versionHostOffline("H", "P@vN"),
-      PlacementMessages.versionHostFull("H", "P@vN", "not enough R: ..."),
+      PlacementMessages.versionHoldersOffline("P@vN", "H1, H2"),
+      PlacementMessages.versionNotHeld("P@vN"),
+      ControlPlaneMessages.hostOffline("H"),
     ];
     for (const m of quoted) expect(flat.includes(m), m).toBe(true);
     const api = (await read("api.md")).replace(/\s+/g, " ");

@@ -257,10 +257,16 @@ export const PlacementEvidence = z.object({
       free: z.object({ memory_bytes: z.number(), cpus: z.number(), pids: z.number().optional() }).optional(),
       /** Holds the version (or, for a deploy, the project's newest version). */
       local: z.boolean().optional(),
+      /** A fork on a host without the version: the bytes to move there first. */
+      transfer_bytes: z.number().optional(),
+      /** ... and what that costs in the score (transfer weight x min(1, estimated seconds / 60)). */
+      transfer_cost: z.number().optional(),
       score: z.number().optional(),
       excluded: z.string().optional(),
     }),
   ),
+  /** The chosen host does not hold the version: it is sent there from `from` (an online holder). */
+  transfer: z.object({ from: z.string(), bytes: z.number() }).optional(),
 });
 export type PlacementEvidence = z.infer<typeof PlacementEvidence>;
 

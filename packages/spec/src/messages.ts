@@ -342,9 +342,6 @@ export const HostMessages = {
   /** Placement: every online host of the target is draining. */
   allDraining: (target: string) =>
     `no host in target '${target}' takes new environments: its online hosts are draining; join another with denvd join --url URL --token TOKEN`,
-  /** Fork or rollback of a version whose snapshot lives on a draining host. */
-  versionOnDrainingHost: (host: string, version: string) =>
-    `host ${host}, which holds ${version}, is draining: it takes no new environments, and the version can only be restored there`,
   /** A stream credential that is not (or no longer) a host's: never joined, or the host was removed. */
   credentialInvalid: "host credential is not valid: join again with denvd join",
   /** A host credential sent to a REST route: it opens the host stream only. */
@@ -362,21 +359,18 @@ export const PlacementMessages = {
   /** A candidate without room: `resource` is memory, cpus or pids. */
   notEnough: (resource: string, need: string, free: string, limit: string) =>
     `not enough ${resource}: needs ${need}, ${free} free of ${limit}`,
-  /** A candidate that would need the version moved to it first. */
-  needsTransfer: (version: string, bytes: string) =>
-    `does not hold ${version} (${bytes} to move): transfers between hosts are not available yet`,
   /** Online hosts take new environments, but none carries every label asked for. */
   noHostWithLabels: (target: string, labels: string) =>
     `no host in target '${target}' carries the placement labels ${labels}: give a host those labels (denvd join --label k=v) or change x-denv.placement (denv deploy --placement k=v)`,
   /** Hosts with the labels exist, and none has room; `closest` is the nearest miss (host: why). */
   noHostWithRoom: (target: string, need: string, closest: string, setting: string) =>
     `no host in target '${target}' has room for an environment that reserves ${need} (${closest}): destroy environments or sandboxes, join another host, or raise ${setting}`,
-  /** Fork, rollback or sandbox of a version whose host is offline. */
-  versionHostOffline: (host: string, version: string) =>
-    `host ${host}, which holds ${version}, is offline: the version can only be restored there`,
-  /** Fork, rollback or sandbox of a version whose host has no room left. */
-  versionHostFull: (host: string, version: string, why: string) =>
-    `host ${host}, which holds ${version}, has no room for another environment (${why}): the version can only be restored there; destroy environments or sandboxes on it`,
+  /** Fork, rollback or sandbox of a version whose every holder (`hosts`, comma-separated) is offline. */
+  versionHoldersOffline: (version: string, hosts: string) =>
+    `no host holding ${version} is online (${hosts}): it can be restored there, or sent from there to another host, once one of them reconnects`,
+  /** Fork, rollback or sandbox of a version no host holds any more (its holders lost it). */
+  versionNotHeld: (version: string) =>
+    `no host holds ${version} any more: deploy or snapshot again for a new version`,
 } as const;
 
 /** POST /v1/sandboxes with `count`. */

@@ -50,12 +50,15 @@ function host(
   };
 }
 
+const MB = 1e6;
+
 const deploy = (hosts: CandidateHost[], extra: Partial<Choice> = {}): Choice => ({
   target: "local",
   hosts,
   need,
   labels: {},
   overcommit: ratio1,
+  transferBytesPerSecond: 200 * MB,
   ...extra,
 });
 
@@ -142,18 +145,103 @@ describe("placement filters", () => {
     );
   });
 
-  it("a fork goes only where the version is: other hosts would need a transfer", () => {
+  it("a fork goes to a host holding the version while one can take it, whatever room others have", () => {
+    const version = { id: "shop@v1", origin: "h1", bytes: 3 * 1024 ** 2 };
     const p = choose(
-      deploy([host("h1", { local: true }), host("h2")], {
-        version: { id: "shop@v1", host: "h1", bytes: 3 * 1024 ** 2 },
-      }),
+      deploy(
+        [
+          host("h1", { local: true, reserved: { memory_bytes: 10 * GiB, cpus: 0, pids: 0 } }),
+          host("h2"),
+          host("h3", { local: true, online: false }),
+        ],
+        { version },
+      ),
     );
     expect(p.hostId).toBe("h1");
     expect(p.reason).toBe("holds shop@v1 (snapshot locality)");
-    expect(row(p, "h2")?.excluded).toBe(
-      "does not hold shop@v1 (3 MiB to move): transfers between hosts are not available yet",
+    expect(p.transfer).toBeUndefined();
+    expect(p.evidence.transfer).toBeUndefined();
+    expect(row(p, "h1")).toMatchObject({ local: true, score: 1.125 });
+    expect(row(p, "h1")?.transfer_bytes).toBeUndefined();
+    // 3 MiB at 200 MB/s: a fraction of a second of the minute that costs the whole weight.
+    expect(row(p, "h2")).toMatchObject({
+      local: false,
+      transfer_bytes: 3 * 1024 ** 2,
+      transfer_cost: 0,
+      score: 0.75,
+    });
+    // A holder: offline, and nothing to move there.
+    expect(row(p, "h3")).toEqual({ host: "h3", environments: 0, memory_bytes: 16 * GiB, excluded: "offline" });
+  });
+
+  it("a fork goes to a host without the version when no holder can take it, sent from an online holder", () => {
+    const version = { id: "shop@v3", origin: "h1", bytes: 1.2 * GiB };
+    const full = { memory_bytes: 14 * GiB, cpus: 0, pids: 0 };
+    const hosts = [
+      host("h1", { local: true, reserved: full }),
+      host("h2", { local: true, draining: true }),
+      host("h3", { reserved: { memory_bytes: 8 * GiB, cpus: 0, pids: 0 } }),
+      host("h4", { reserved: { memory_bytes: 2 * GiB, cpus: 0, pids: 0 } }),
+    ];
+    const p = choose(deploy(hosts, { version }));
+    expect(p.hostId).toBe("h4");
+    // 1.2 GiB = 1288 MB: 6.4 s at 200 MB/s, 0.107 of a minute; 62.5% of the room left after it.
+    expect(row(p, "h4")).toMatchObject({ transfer_bytes: 1.2 * GiB, transfer_cost: 0.107, score: 0.518 });
+    expect(row(p, "h3")).toMatchObject({ transfer_cost: 0.107, score: 0.143 });
+    expect(p.transfer).toEqual({ from: "h1", bytes: 1.2 * GiB });
+    expect(p.evidence.transfer).toEqual({ from: "h1", bytes: 1.2 * GiB });
+    expect(p.reason).toBe(
+      "highest score 0.518: transfer of shop@v3 (1.2 GiB) from h1; 63% of its room left after this one",
     );
-    expect(row(p, "h1")).toMatchObject({ local: true, score: 1.75 });
+    expect(row(p, "h1")?.excluded).toBe(PlacementMessages.notEnough("memory", "4 GiB", "2 GiB", "16 GiB"));
+    expect(row(p, "h2")?.excluded).toBe("draining");
+
+    // The origin offline: the first online holder by id sends it (a draining one still sends).
+    const fromH2 = choose(
+      deploy(
+        hosts.map((h) => (h.host.id === "h1" ? { ...h, online: false } : h)),
+        { version },
+      ),
+    );
+    expect(fromH2.transfer).toEqual({ from: "h2", bytes: 1.2 * GiB });
+  });
+
+  it("the transfer cost grows with the version's size up to a minute at the assumed throughput", () => {
+    const hosts = [host("h1", { local: true, online: true, draining: true }), host("h2")];
+    const cost = (bytes: number, mbps = 200) =>
+      row(
+        choose(
+          deploy(hosts, {
+            version: { id: "shop@v1", origin: "h1", bytes },
+            transferBytesPerSecond: mbps * MB,
+          }),
+        ),
+        "h2",
+      )?.transfer_cost;
+    expect(cost(6000 * MB)).toBe(0.5);
+    expect(cost(12_000 * MB)).toBe(1);
+    expect(cost(100_000 * MB)).toBe(1);
+    // The same bytes at half the throughput take twice as long.
+    expect(cost(3000 * MB, 100)).toBe(0.5);
+    // A big version on an empty host still goes (cost 1 leaves the room's share as the score).
+    const p = choose(deploy(hosts, { version: { id: "shop@v1", origin: "h1", bytes: 100_000 * MB } }));
+    expect([p.hostId, row(p, "h2")?.score]).toEqual(["h2", -0.25]);
+  });
+
+  it("a holder that is full still sends the version to a host with room", () => {
+    const version = { id: "shop@v1", origin: "h1", bytes: GiB };
+    const p = choose(
+      deploy(
+        [
+          host("h1", { local: true, online: false }),
+          host("h2"),
+          host("h4", { local: true, reserved: { memory_bytes: 16 * GiB, cpus: 0, pids: 0 } }),
+        ],
+        { version },
+      ),
+    );
+    expect(p.hostId).toBe("h2");
+    expect(p.transfer).toEqual({ from: "h4", bytes: GiB });
   });
 });
 
@@ -240,20 +328,53 @@ describe("no host: one line naming what was missing", () => {
     );
   });
 
-  it("a version whose host is draining, offline, missing or full", () => {
-    const version = { id: "shop@v1", host: "h1", bytes: 0 };
-    expect(refusal(deploy([host("h1", { local: true, draining: true }), host("h2")], { version }))).toBe(
-      HostMessages.versionOnDrainingHost("h1", "shop@v1"),
+  it("a version whose holders are offline, draining or full, or that no host holds", () => {
+    const version = { id: "shop@v1", origin: "h1", bytes: 0 };
+    // Every holder offline: nothing can restore it nor send it, whatever room the others have.
+    const offline = refusal(
+      deploy(
+        [host("h3", { local: true, online: false }), host("h2"), host("h1", { local: true, online: false })],
+        {
+          version,
+        },
+      ),
     );
-    expect(refusal(deploy([host("h1", { local: true, online: false }), host("h2")], { version }))).toBe(
-      "host h1, which holds shop@v1, is offline: the version can only be restored there",
+    expect(offline).toBe(PlacementMessages.versionHoldersOffline("shop@v1", "h1, h3"));
+    expect(offline).toBe(
+      "no host holding shop@v1 is online (h1, h3): it can be restored there, or sent from there to another host, once one of them reconnects",
     );
-    expect(refusal(deploy([host("h2")], { version }))).toBe(
-      PlacementMessages.versionHostOffline("h1", "shop@v1"),
+    // No holder left at all.
+    expect(refusal(deploy([host("h2")], { version }))).toBe(PlacementMessages.versionNotHeld("shop@v1"));
+    expect(PlacementMessages.versionNotHeld("shop@v1")).toBe(
+      "no host holds shop@v1 any more: deploy or snapshot again for a new version",
     );
+    // A holder online: what stops every host is what stops a deploy.
+    expect(
+      refusal(
+        deploy([host("h1", { local: true, draining: true }), host("h2", { draining: true })], { version }),
+      ),
+    ).toBe(HostMessages.allDraining("local"));
     const full = host("h1", { local: true, reserved: { memory_bytes: 13 * GiB, cpus: 0, pids: 0 } });
-    expect(refusal(deploy([full, host("h2")], { version }))).toBe(
-      "host h1, which holds shop@v1, has no room for another environment (not enough memory: needs 4 GiB, 3 GiB free of 16 GiB): the version can only be restored there; destroy environments or sandboxes on it",
+    expect(
+      refusal(
+        deploy(
+          [
+            full,
+            host("h2", { draining: true }),
+            host("h3", { reserved: { memory_bytes: 15 * GiB, cpus: 0, pids: 0 } }),
+          ],
+          {
+            version,
+          },
+        ),
+      ),
+    ).toBe(
+      PlacementMessages.noHostWithRoom(
+        "local",
+        "4 GiB memory, 2 cpus, 1024 pids",
+        "h1: not enough memory: needs 4 GiB, 3 GiB free of 16 GiB",
+        "--placement-overcommit-memory",
+      ),
     );
   });
 });

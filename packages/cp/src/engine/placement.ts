@@ -14,10 +14,12 @@ import type { Store } from "../store/store.js";
 
 /**
  * Placement: which host a new environment goes to, and why (docs/reference/targets.md#placement
- * describes exactly this). Filters first (online, not draining, the labels, the version where
- * transfers do not exist yet, room for the environment's caps within capacity x overcommit),
- * then a score: the room left after this placement plus a weighted locality term. `choose` is
- * the decision, pure; `Placer` gathers what it decides on from the store and the hub.
+ * describes exactly this). A fork needs an online host holding its version (to restore it, or to
+ * send it from). Then filters (online, not draining, the labels, room for the environment's caps
+ * within capacity x overcommit), then a score: the room left after this placement, plus a weighted
+ * locality term, minus for a fork on a host without the version a weighted transfer cost (its
+ * estimated seconds at the assumed throughput over a minute, at most 1). `choose` is the
+ * decision, pure; `Placer` gathers what it decides on from the store and the hub.
  */
 
 export type Resource = "memory" | "cpus" | "pids";
@@ -37,13 +39,15 @@ export type PlacementRequest =
       /** The deployment placing: counted as in flight on the chosen host until it ends. */
       deployment: string;
     }
-  /** Fork, rollback and sandbox: the version must be restored where its snapshot lives. */
+  /** Fork, rollback and sandbox: restored on a host holding the version, or sent to one first. */
   | { version: VersionRecord; deployment: string };
 
 export interface Placement {
   hostId: string;
   reason: string;
   evidence: PlacementEvidence;
+  /** The chosen host does not hold the version: it is sent there from `from` (an online holder) first. */
+  transfer?: { from: string; bytes: number };
 }
 
 /** One host as `choose` sees it. */
@@ -53,7 +57,7 @@ export interface CandidateHost {
   environments: number;
   /** What the cp has already placed there (environments and placements in flight). */
   reserved: Reservation;
-  /** Holds the version (a fork), or the project's newest version (a deploy: its layers are local). */
+  /** Holds a replica of the version (a fork), or of the project's newest version (a deploy: its layers are local). */
   local: boolean;
 }
 
@@ -63,14 +67,25 @@ export interface Choice {
   need: Reservation;
   labels: Record<string, string>;
   overcommit: Overcommit;
-  /** A fork: only a host that holds it can restore it (no transfers between hosts yet). */
-  version?: { id: string; host: string; bytes: number };
-  /** A deploy: the project's newest version, whose host has its layers. */
+  /**
+   * A fork: the `local` hosts hold it, `origin` is the holder to send it from first, `bytes`
+   * what a host without it receives.
+   */
+  version?: { id: string; origin: string; bytes: number };
+  /** A deploy: the project's newest version, whose holders have its layers. */
   newest?: string;
+  /** The throughput a transfer is assumed to get (bytes per second). */
+  transferBytesPerSecond: number;
 }
 
-/** Weights of the score's terms: room left after placing (0..1), and locality (0 or 1). */
-export const SCORE_WEIGHTS = { room: 1, locality: 1 } as const;
+/**
+ * Weights of the score's terms: room left after placing (0..1), locality (0 or 1), and a fork's
+ * transfer cost (0..1). With these a holder of the version wins whenever one can take the fork.
+ */
+export const SCORE_WEIGHTS = { room: 1, locality: 1, transfer: 1 } as const;
+
+/** A transfer estimated to take this long, or longer, costs the whole transfer weight. */
+const TRANSFER_SECONDS_FULL_COST = 60;
 
 const RESOURCES: ReadonlyArray<{ r: Resource; need: keyof Reservation; show: (n: number) => string }> = [
   { r: "memory", need: "memory_bytes", show: (n) => bytes(n) },
@@ -85,6 +100,23 @@ function limitOf(host: HostRecord, r: Resource, overcommit: Overcommit): number 
   return raw === undefined ? undefined : raw * overcommit[r];
 }
 
+/**
+ * Where a fork's version is sent from: an online holder, the origin first, else the first by
+ * host id. A draining holder still sends (a drain keeps new environments away, nothing else).
+ */
+function sourceOf(c: Choice): string | undefined {
+  const online = c.hosts
+    .filter((h) => h.local && h.online)
+    .map((h) => h.host.id)
+    .sort();
+  return online.find((id) => id === c.version?.origin) ?? online[0];
+}
+
+/** A fork's transfer cost in the score: its estimated seconds over a minute, at most 1, weighted. */
+function transferCost(bytes: number, bytesPerSecond: number): number {
+  return round(SCORE_WEIGHTS.transfer * Math.min(1, bytes / bytesPerSecond / TRANSFER_SECONDS_FULL_COST), 3);
+}
+
 /** Decides; throws the one-line DenvError naming what was missing when no host is left. */
 export function choose(c: Choice): Placement {
   const candidates: PlacementEvidence["candidates"] = [];
@@ -97,11 +129,22 @@ export function choose(c: Choice): Placement {
   }> = [];
   const roomMisses: Array<{ host: string; why: string; fit: number; resource: Resource }> = [];
   const wanted = Object.entries(c.labels);
+  const source = c.version ? sourceOf(c) : undefined;
+  if (c.version && source === undefined) throw unheld(c, c.version.id);
   for (const h of c.hosts) {
+    // A fork on a host without the version: what it would receive, and what that costs.
+    const moved =
+      c.version && !h.local
+        ? {
+            transfer_bytes: c.version.bytes,
+            transfer_cost: transferCost(c.version.bytes, c.transferBytesPerSecond),
+          }
+        : undefined;
     const row: PlacementEvidence["candidates"][number] = {
       host: h.host.id,
       environments: h.environments,
       ...(h.host.capacity ? { memory_bytes: h.host.capacity.memory_bytes } : {}),
+      ...(moved ? { transfer_bytes: moved.transfer_bytes } : {}),
     };
     const missing = wanted.find(([k, v]) => h.host.labels[k] !== v);
     const excluded = !h.online
@@ -110,9 +153,7 @@ export function choose(c: Choice): Placement {
         ? "draining"
         : missing
           ? PlacementMessages.missingLabel(`${missing[0]}=${missing[1]}`)
-          : c.version && !h.local
-            ? PlacementMessages.needsTransfer(c.version.id, bytes(c.version.bytes))
-            : undefined;
+          : undefined;
     if (excluded !== undefined) {
       candidates.push({ ...row, excluded });
       continue;
@@ -144,14 +185,18 @@ export function choose(c: Choice): Placement {
       roomMisses.push({ host: h.host.id, ...short });
       continue;
     }
-    const score = round(SCORE_WEIGHTS.room * room + SCORE_WEIGHTS.locality * (h.local ? 1 : 0), 3);
-    candidates.push({ ...row, free, local: h.local, score });
+    const score = round(
+      SCORE_WEIGHTS.room * room + SCORE_WEIGHTS.locality * (h.local ? 1 : 0) - (moved?.transfer_cost ?? 0),
+      3,
+    );
+    candidates.push({ ...row, free, local: h.local, ...moved, score });
     eligible.push({ host: h.host, environments: h.environments, local: h.local, room, score });
   }
-  const evidence = (host: string, reason: string): Placement => ({
+  const evidence = (host: string, reason: string, transfer?: Placement["transfer"]): Placement => ({
     hostId: host,
     reason,
-    evidence: { host, reason, need: c.need, labels: c.labels, candidates },
+    evidence: { host, reason, need: c.need, labels: c.labels, candidates, ...(transfer ? { transfer } : {}) },
+    ...(transfer ? { transfer } : {}),
   });
 
   if (eligible.length === 0) throw noHost(c, candidates, roomMisses);
@@ -159,7 +204,16 @@ export function choose(c: Choice): Placement {
     (a, b) => b.score - a.score || a.environments - b.environments || a.host.id.localeCompare(b.host.id),
   );
   const best = eligible[0] as (typeof eligible)[number];
-  if (c.version) return evidence(best.host.id, `holds ${c.version.id} (snapshot locality)`);
+  const roomLeft = `${Math.round(best.room * 100)}% of its room left after this one`;
+  if (c.version) {
+    if (best.local) return evidence(best.host.id, `holds ${c.version.id} (snapshot locality)`);
+    const from = source as string;
+    return evidence(
+      best.host.id,
+      `highest score ${best.score}: transfer of ${c.version.id} (${bytes(c.version.bytes)}) from ${from}; ${roomLeft}`,
+      { from, bytes: c.version.bytes },
+    );
+  }
   const online = c.hosts.filter((h) => h.online).length;
   if (eligible.length === 1)
     return evidence(
@@ -168,29 +222,32 @@ export function choose(c: Choice): Placement {
         ? "the only online host of the target"
         : "the only candidate left (see the others' reasons)",
     );
-  const roomLeft = `${Math.round(best.room * 100)}% of its room left after this one`;
   return evidence(
     best.host.id,
     `highest score ${best.score}: ${best.local ? `holds ${c.newest} (its layers are local), ` : ""}${roomLeft}`,
   );
 }
 
+/** Without an online holder nothing can restore the version, nor send it to another host. */
+function unheld(c: Choice, version: string): DenvError {
+  const holders = c.hosts
+    .filter((h) => h.local)
+    .map((h) => h.host.id)
+    .sort();
+  return new DenvError(
+    "conflict",
+    holders.length === 0
+      ? PlacementMessages.versionNotHeld(version)
+      : PlacementMessages.versionHoldersOffline(version, holders.join(", ")),
+  );
+}
+
+/** No host left: what stopped every one (for a fork too, once a holder is online to send it). */
 function noHost(
   c: Choice,
   candidates: PlacementEvidence["candidates"],
   roomMisses: Array<{ host: string; why: string; fit: number; resource: Resource }>,
 ): DenvError {
-  if (c.version) {
-    const holder = candidates.find((x) => x.host === c.version?.host);
-    if (holder?.excluded === "draining")
-      return new DenvError("conflict", HostMessages.versionOnDrainingHost(c.version.host, c.version.id));
-    if (!holder || holder.excluded === "offline")
-      return new DenvError("conflict", PlacementMessages.versionHostOffline(c.version.host, c.version.id));
-    return new DenvError(
-      "conflict",
-      PlacementMessages.versionHostFull(c.version.host, c.version.id, holder.excluded ?? ""),
-    );
-  }
   const online = candidates.filter((x) => x.excluded !== "offline");
   if (online.length === 0) return new DenvError("conflict", ControlPlaneMessages.noOnlineHost(c.target));
   if (online.every((x) => x.excluded === "draining"))
@@ -281,7 +338,11 @@ export class Placer {
   constructor(
     private readonly store: Store,
     private readonly hub: Pick<HostHub, "isOnline">,
-    private readonly overcommit: Overcommit,
+    private readonly options: {
+      overcommit: Overcommit;
+      /** The throughput a transfer between hosts is assumed to get, in MB (10^6 bytes) per second. */
+      transferMbps: number;
+    },
   ) {}
 
   place(req: PlacementRequest): Promise<Placement> {
@@ -297,19 +358,22 @@ export class Placer {
     let need: Reservation;
     let labels: Record<string, string> = {};
     let choice: Pick<Choice, "version" | "newest"> = {};
-    let localHost: string | undefined;
+    let holders: string[] = [];
     if ("version" in req) {
       const v = req.version;
-      const holder = await this.store.getHost(v.host_id);
-      if (!holder) throw new DenvError("conflict", PlacementMessages.versionHostOffline(v.host_id, v.id));
+      holders = await this.store.listReplicas(v.id);
+      // A version stays in its origin's target: it is only ever sent to hosts of that target.
+      const holder = (await Promise.all(holders.map((id) => this.store.getHost(id)))).find((h) => h);
+      if (!holder) throw new DenvError("conflict", PlacementMessages.versionNotHeld(v.id));
       target = holder.target;
       need = reservationOf(
         projectEnvs.find((e) => e.version === v.id && e.evidence?.caps) ??
           projectEnvs.find((e) => e.evidence?.caps) ??
           projectEnvs.find((e) => e.version === v.id),
       );
-      choice = { version: { id: v.id, host: v.host_id, bytes: v.sizes.layer_bytes + v.sizes.volume_bytes } };
-      localHost = v.host_id;
+      choice = {
+        version: { id: v.id, origin: v.host_id, bytes: v.sizes.layer_bytes + v.sizes.volume_bytes },
+      };
     } else {
       target = req.target;
       labels = req.labels ?? {};
@@ -318,9 +382,12 @@ export class Placer {
           projectEnvs.find((e) => e.evidence?.caps),
       );
       const newest = (await this.store.listVersions(req.project))[0];
-      if (newest) choice = { newest: newest.id };
-      localHost = newest?.host_id;
+      if (newest) {
+        choice = { newest: newest.id };
+        holders = await this.store.listReplicas(newest.id);
+      }
     }
+    const local = new Set(holders);
     const reserved = await this.reservedByHost(req.deployment);
     const counts = await this.store.countEnvironmentsByHost();
     const hosts = (await this.store.listHosts({ target })).map((host) => ({
@@ -328,9 +395,17 @@ export class Placer {
       online: this.hub.isOnline(host.id),
       environments: counts.get(host.id) ?? 0,
       reserved: reserved.get(host.id) ?? { memory_bytes: 0, cpus: 0, pids: 0 },
-      local: host.id === localHost,
+      local: local.has(host.id),
     }));
-    const placed = choose({ target, hosts, need, labels, overcommit: this.overcommit, ...choice });
+    const placed = choose({
+      target,
+      hosts,
+      need,
+      labels,
+      overcommit: this.options.overcommit,
+      transferBytesPerSecond: this.options.transferMbps * 1e6,
+      ...choice,
+    });
     this.inFlight.set(req.deployment, { host: placed.hostId, need });
     return placed;
   }
