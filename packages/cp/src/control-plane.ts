@@ -97,7 +97,7 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
     environments: new EnvironmentService(store, hub, projects, config.commandTimeoutMs),
     deployments,
     versions,
-    sandboxes: new SandboxService(store, deployments, log),
+    sandboxes: new SandboxService(store, deployments, hub, log),
     targets,
     hosts,
     publicUrl: config.publicUrl ?? `http://${config.listen}`,

@@ -58,6 +58,11 @@ export const Environment = z.object({
   services: z.array(ServiceRef),
   agent: AgentRef.optional(),
   evidence: z.record(z.string(), z.unknown()).optional(),
+  /**
+   * Its host's stream is connected, so exec, files, logs and tunnels can reach it: false while
+   * the host is offline (its `status` is what the host last said) and when it runs on no host.
+   */
+  reachable: z.boolean(),
   created_at: z.string(),
 });
 export type Environment = z.infer<typeof Environment>;
@@ -98,6 +103,7 @@ export const Version = z.object({
   id: z.string(),
   project: z.string(),
   number: z.number().int(),
+  /** The origin: the host that captured it (or, once that one is gone, a host holding a replica). */
   host_id: z.string(),
   source_environment: z.string(),
   parent_version: z.string().optional(),
@@ -108,6 +114,12 @@ export const Version = z.object({
   sizes: z.object({ layer_bytes: z.number(), volume_bytes: z.number() }),
   timings: z.record(z.string(), z.number()),
   created_at: z.string(),
+  /**
+   * The hosts holding its snapshot, the origin first: a fork restores on one of them, or on
+   * another host after a transfer from one. The control plane always sets it; a host's own
+   * report of a version it captured (the `env.snapshot` result) leaves it out.
+   */
+  replicas: z.array(z.string()).optional(),
 });
 export type Version = z.infer<typeof Version>;
 
@@ -154,13 +166,18 @@ export const Host = z.object({
 });
 export type Host = z.infer<typeof Host>;
 
-/** What DELETE /v1/hosts/:id did: the host's environments marked failed, its versions forgotten. */
+/**
+ * What DELETE /v1/hosts/:id did: the host's environments marked failed, the versions only it held
+ * forgotten, its replicas of the others dropped.
+ */
 export const RemovedHost = z.object({
   id: z.string(),
   /** Environments it held (with ?force=true): failed now, and runnable on no host; destroy them. */
   environments: z.array(z.string()),
-  /** Versions whose snapshots lived on it: forgotten, since nothing can restore them. */
+  /** Versions whose only snapshot lived on it: forgotten, since nothing can restore them. */
   versions: z.array(z.string()),
+  /** Versions it held a replica of that other hosts still hold: they live on there. */
+  replicas_dropped: z.array(z.string()).default([]),
 });
 
 /** The longest a join token or a sandbox may live: a year (a longer one is a mistake). */

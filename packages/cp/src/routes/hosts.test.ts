@@ -149,7 +149,12 @@ describe("draining and removing hosts", () => {
   it("force removes it: the stream closes now, the old credential gets 401, its environments fail on no host", async () => {
     const r = await t.admin.del("/v1/hosts/h1?force=true");
     expect(r.status).toBe(200);
-    expect(r.body).toEqual({ id: "h1", environments: ["shop/alpha"], versions: ["shop@v1"] });
+    expect(r.body).toEqual({
+      id: "h1",
+      environments: ["shop/alpha"],
+      versions: ["shop@v1"],
+      replicas_dropped: [],
+    });
     await h1.until(() => h1.closeCode !== undefined);
     expect(await host("h1")).toBeUndefined();
 
@@ -184,7 +189,7 @@ describe("draining and removing hosts", () => {
   it("removes a host with nothing on it without force", async () => {
     const h3 = await t.host({ name: "h3" });
     const r = await t.admin.del("/v1/hosts/h3");
-    expect(r.body).toEqual({ id: "h3", environments: [], versions: [] });
+    expect(r.body).toEqual({ id: "h3", environments: [], versions: [], replicas_dropped: [] });
     await h3.until(() => h3.closeCode !== undefined);
   });
 });

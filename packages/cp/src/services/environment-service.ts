@@ -46,13 +46,15 @@ export class EnvironmentService {
   }
 
   async get(p: Principal, project: string, env: string): Promise<Environment> {
-    return presentEnvironment(await this.require(p, project, env));
+    return presentEnvironment(await this.require(p, project, env), this.online);
   }
 
   async list(p: Principal, project: string): Promise<Environment[]> {
     await this.projects.require(p, project);
-    return (await this.store.listEnvironments({ project })).map(presentEnvironment);
+    return (await this.store.listEnvironments({ project })).map((e) => presentEnvironment(e, this.online));
   }
+
+  private readonly online = (hostId: string) => this.hub.isOnline(hostId);
 
   async exec(p: Principal, project: string, env: string, req: ExecRequest): Promise<ExecResponse> {
     const t = await this.target(p, project, env);

@@ -109,9 +109,10 @@ export class HostService implements HostLifecycle {
   /**
    * Forgets a host and revokes its credential: its stream closes now and a reconnect gets 401.
    * Refused while it holds environments unless `force`; forced, they are marked failed and left
-   * on no host (destroying one then just forgets it). Versions whose snapshots live on it are
-   * forgotten: nothing can restore them. Each step can be retried: the host row goes last, after
-   * a drain that keeps placement away meanwhile.
+   * on no host (destroying one then just forgets it). Its replicas are dropped: a version another
+   * host holds lives on there (its origin moves there if it was this one); a version only it
+   * held is forgotten, since nothing can restore it. Each step can be retried: the host row goes
+   * last, after a drain that keeps placement away meanwhile.
    */
   async remove(p: Principal, id: string, force: boolean): Promise<z.output<typeof RemovedHost>> {
     requireAdmin(p);
@@ -130,24 +131,36 @@ export class HostService implements HostLifecycle {
         updatedAt: at,
       });
     }
-    const versions: string[] = [];
-    for (const project of await this.store.listProjects()) {
-      for (const v of await this.store.listVersions(project.name)) {
-        if (v.host_id !== id) continue;
-        await this.store.deleteVersion(v.id);
-        versions.push(v.id);
+    const lost: string[] = [];
+    const dropped: string[] = [];
+    for (const version of await this.store.listReplicasOnHost(id)) {
+      const left = await this.store.deleteReplica(version, id);
+      if (left.length > 0) dropped.push(version);
+      else {
+        await this.store.deleteVersion(version);
+        lost.push(version);
       }
     }
     await this.store.deleteHost(id);
     this.disconnect(id, `host ${id} was removed`);
-    this.log.warn("host removed", { host: id, environments: envs.length, versions: versions.length });
-    return RemovedHost.parse({ id, environments: envs.map((e) => e.id), versions });
+    this.log.warn("host removed", {
+      host: id,
+      environments: envs.length,
+      versions: lost.length,
+      replicas_dropped: dropped.length,
+    });
+    return RemovedHost.parse({
+      id,
+      environments: envs.map((e) => e.id),
+      versions: lost,
+      replicas_dropped: dropped,
+    });
   }
 
   async online(hostId: string, hello: HelloFrame): Promise<void> {
+    const now = nowIso();
     const host = await this.store.getHost(hostId);
     if (!host) throw new Error(`host ${hostId} is not known`);
-    const now = nowIso();
     await this.store.updateHost({
       ...host,
       status: "online",
@@ -171,7 +184,40 @@ export class HostService implements HostLifecycle {
       });
       this.log.warn("environment missing on its host: marked failed", { environment: env.id, host: hostId });
     }
+    await this.reconcileReplicas(hostId, hello.versions, now);
     this.log.info("host online", { host: hostId, unfinished: hello.unfinished.length });
+  }
+
+  /**
+   * The replicas the cp records on a host against the versions its hello says it holds. One the
+   * host no longer holds is dropped (a version no host holds any more is forgotten). What the
+   * host holds beyond them is never recorded: only the cp makes a host a holder, by a snapshot
+   * or a transfer it asked for. Replicas recorded since the hello arrived are left alone: results
+   * that follow a hello (a snapshot that finished meanwhile) are recorded while this runs.
+   */
+  private async reconcileReplicas(
+    hostId: string,
+    reported: readonly string[],
+    helloAt: string,
+  ): Promise<void> {
+    const held = new Set(reported);
+    const recorded = await this.store.listReplicasOnHost(hostId, helloAt);
+    for (const version of recorded) {
+      if (held.has(version)) continue;
+      const left = await this.store.deleteReplica(version, hostId);
+      this.log.warn("version missing on its host: replica dropped", { version, host: hostId, holders: left });
+      if (left.length === 0) {
+        await this.store.deleteVersion(version);
+        this.log.warn("version lost: no host holds it any more", { version });
+      }
+    }
+    const known = new Set(recorded);
+    const unknown = reported.filter((v) => !known.has(v));
+    if (unknown.length > 0)
+      this.log.info("host holds versions the control plane did not record there: not counted", {
+        host: hostId,
+        versions: unknown,
+      });
   }
 
   async offline(hostId: string, reason: string): Promise<void> {

@@ -1,10 +1,11 @@
-import { Deployment, Environment, Host, Project, Target } from "@denv/spec";
+import { Deployment, Environment, Host, Project, Target, Version } from "@denv/spec";
 import type {
   DeploymentRecord,
   EnvironmentRecord,
   HostRecord,
   ProjectRecord,
   TargetRecord,
+  VersionRecord,
 } from "../store/records.js";
 
 /** Records -> API resources, validated with spec's schemas on the way out. */
@@ -19,7 +20,11 @@ export function presentProject(p: ProjectRecord): Project {
   });
 }
 
-export function presentEnvironment(e: EnvironmentRecord): Environment {
+/**
+ * `online` says whether a host's stream is connected now (the hub's isOnline): an environment is
+ * reachable while its host is, whatever status the host last reported.
+ */
+export function presentEnvironment(e: EnvironmentRecord, online: (hostId: string) => boolean): Environment {
   return Environment.parse({
     id: e.id,
     project: e.project,
@@ -33,8 +38,14 @@ export function presentEnvironment(e: EnvironmentRecord): Environment {
     services: e.services,
     agent: e.agent || undefined,
     evidence: e.evidence || undefined,
+    reachable: e.hostId ? online(e.hostId) : false,
     created_at: e.createdAt,
   });
+}
+
+/** `replicas`: the hosts holding it, origin first (Store.listReplicas). */
+export function presentVersion(v: VersionRecord, replicas: readonly string[]): Version {
+  return Version.parse({ ...v, replicas });
 }
 
 export function presentDeployment(d: DeploymentRecord): Deployment {

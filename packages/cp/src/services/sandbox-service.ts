@@ -9,6 +9,7 @@ import {
   SandboxMessages,
 } from "@denv/spec";
 import type { z } from "zod";
+import type { HostHub } from "../hub/hub.js";
 import { errorMessage, type Log } from "../log.js";
 import type { DeploymentRecord } from "../store/records.js";
 import type { Store } from "../store/store.js";
@@ -46,8 +47,11 @@ export class SandboxService {
   constructor(
     private readonly store: Store,
     private readonly deployments: DeploymentService,
+    private readonly hub: Pick<HostHub, "isOnline">,
     private readonly log: Log,
   ) {}
+
+  private readonly online = (hostId: string) => this.hub.isOnline(hostId);
 
   async create(p: Principal, req: z.output<typeof CreateSandbox>): Promise<Environment> {
     const r = await this.createOne(p, req, req.name, new Date(Date.now() + req.ttl_sec * 1000).toISOString());
@@ -56,8 +60,8 @@ export class SandboxService {
   }
 
   /**
-   * `count` sandboxes of one version, placed one at a time (each where the version is and room
-   * is left), forked up to BATCH_CONCURRENCY at once. All or none: when one fails, no more
+   * `count` sandboxes of one version, placed one at a time (each on a host holding the version
+   * while one has room, else where it is sent), forked up to BATCH_CONCURRENCY at once. All or none: when one fails, no more
    * start, and every one this call created is destroyed before the error names the one that
    * failed (a destroy that fails too is named in it).
    */
@@ -135,12 +139,12 @@ export class SandboxService {
     const env = await this.store.getEnvironment(d.environment);
     if (!env) throw NotFound.sandbox(d.environment);
     const placement = PlacementEvidence.parse(done.phases.find((ph) => ph.name === "place")?.evidence);
-    return { ok: true, env: presentEnvironment(env), placement };
+    return { ok: true, env: presentEnvironment(env, this.online), placement };
   }
 
   async list(p: Principal): Promise<Environment[]> {
     const all = await this.store.listEnvironments({ sandbox: true });
-    return all.filter((e) => canSee(p, e.project)).map(presentEnvironment);
+    return all.filter((e) => canSee(p, e.project)).map((e) => presentEnvironment(e, this.online));
   }
 
   async delete(p: Principal, project: string, env: string): Promise<void> {

@@ -68,12 +68,13 @@ export function hostRoutes(state: FakeState): Route[] {
         throw new DenvError("conflict", HostMessages.holdsEnvironments(h.id, held.length));
       for (const e of held) {
         e.status = "failed";
+        e.reachable = false;
         delete e.host_id;
       }
       const versions = [...state.versions.values()].filter((v) => v.host_id === h.id).map((v) => v.id);
       for (const v of versions) state.versions.delete(v);
       state.hosts.delete(h.id);
-      send(ctx.res, 200, { id: h.id, environments: held.map((e) => e.id), versions });
+      send(ctx.res, 200, { id: h.id, environments: held.map((e) => e.id), versions, replicas_dropped: [] });
     }),
   ];
 }

@@ -128,6 +128,7 @@ export class FakeState {
         { name: "db", container_id: this.nextId("c"), image: "postgres:16", image_id: "sha256:bbb" },
       ],
       agent: { service: "main", user: kind === "rl-environment" ? "1000" : "root", workdir: "/workspace" },
+      reachable: true,
       created_at: now(),
     };
     this.environments.set(env.id, env);
@@ -149,6 +150,7 @@ export class FakeState {
       sizes: { layer_bytes: 1024, volume_bytes: 4096 },
       timings: { freeze: 1 },
       created_at: now(),
+      replicas: ["host-1"],
     };
     this.versions.set(version.id, version);
     return version;

@@ -129,6 +129,10 @@ export async function destroyQuietly(
   }
 }
 
+/**
+ * The environment as the deployment left it: reachable unless destroyed, since the deployment's
+ * last command just reached its host (GET /v1/environments/... says whether it still is).
+ */
 export function environmentResult(env: EnvironmentRecord): Environment {
-  return presentEnvironment(env);
+  return presentEnvironment(env, () => env.status !== "destroyed");
 }

@@ -31,6 +31,8 @@ export const snapshot: KindRunner = {
       };
     });
     await ctx.deps.afterVersion(ctx.d.project);
-    return Version.parse({ ...v, host_id: hostId, source_environment: env.id });
+    // Where it lives is the cp's record, never the host's claim.
+    const replicas = await store.listReplicas(v.id);
+    return Version.parse({ ...v, host_id: hostId, source_environment: env.id, replicas });
   },
 };
