@@ -171,7 +171,12 @@ describe("placement filters", () => {
       score: 0.75,
     });
     // A holder: offline, and nothing to move there.
-    expect(row(p, "h3")).toEqual({ host: "h3", environments: 0, memory_bytes: 16 * GiB, excluded: "offline" });
+    expect(row(p, "h3")).toEqual({
+      host: "h3",
+      environments: 0,
+      memory_bytes: 16 * GiB,
+      excluded: "offline",
+    });
   });
 
   it("a fork goes to a host without the version when no holder can take it, sent from an online holder", () => {
