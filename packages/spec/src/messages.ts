@@ -373,6 +373,13 @@ export const PlacementMessages = {
     `no host holds ${version} any more: deploy or snapshot again for a new version`,
 } as const;
 
+/** Version transfers between hosts (a fork placed where its version is not). */
+export const TransferMessages = {
+  /** Every attempt failed; what the receiver staged was discarded and nothing was registered there. */
+  failed: (version: string, from: string, to: string, why: string) =>
+    `the transfer of ${version} from host ${from} to host ${to} failed: ${why}; nothing of it was kept on ${to}`,
+} as const;
+
 /** POST /v1/sandboxes with `count`. */
 export const SandboxMessages = {
   /** Sandbox `index` (1-based) of `count` failed; every one created before was destroyed. */

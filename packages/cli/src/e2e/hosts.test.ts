@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import type { RemovedHostInfo } from "@denv/sdk";
@@ -20,6 +20,15 @@ import { run } from "./stack.js";
  */
 
 const GiB = 1024 ** 3;
+
+/** A receiver's transfer journal (denvd's state dir), if there is one yet. */
+function readJournal(file: string): { bytes: number } | undefined {
+  try {
+    return JSON.parse(readFileSync(file, "utf8")) as { bytes: number };
+  } catch {
+    return undefined;
+  }
+}
 
 /** Two services and a volume on the base image only: no build, no network. */
 function compose(opts: { memLimit?: string; placement?: Record<string, string> } = {}): string {
@@ -225,12 +234,158 @@ describe("many hosts: one control plane, three denvd, three engines", () => {
     await destroy("cap/alpha", "cap/beta");
   }, 300_000);
 
-  /*
-   * Transfer tests go here (added later, once versions move between hosts): a fork on a host
-   * without the version, `count: 12` sandboxes over three hosts, a sending denvd killed and
-   * restarted mid-transfer. They need all three hosts: keep them above "drains and removes",
-   * which removes b.
+  /**
+   * The transfer tests' project: the volume is mounted in `side` too, whose root writes it (the
+   * agent is never root), and the agent commits a file of its own.
    */
+  const shared = (memLimit: string) => `services:
+  main:
+    image: debian:bookworm-slim
+    command: ["sleep", "infinity"]
+    init: true
+    volumes: [data:/data]
+    mem_limit: ${memLimit}
+  side:
+    image: debian:bookworm-slim
+    command: ["sleep", "infinity"]
+    init: true
+    volumes: [data:/data]
+    mem_limit: ${memLimit}
+volumes:
+  data: {}
+x-denv:
+  agent: main
+`;
+
+  /** Runs a shell command in a service of an environment (as root outside the agent); its stdout. */
+  async function sh(env: string, service: string, script: string): Promise<string> {
+    const user = service === "main" ? [] : ["--user", "0"];
+    const r = await fx.denv(["exec", env, "--service", service, ...user, "--", "sh", "-c", script]);
+    expect(r.code, `${env}/${service}: ${r.stderr}`).toBe(0);
+    return r.stdout;
+  }
+
+  /** What a fork must have of its parent: a committed file, a volume's tree and content, its owner. */
+  const content = async (env: string) => ({
+    layer: await sh(env, "main", "sha256sum /workspace/layer.bin"),
+    volume: await sh(
+      env,
+      "side",
+      "cd /data && find . -printf '%p %y %m %U %G %s %l\\n' | sort && find . -type f | sort | xargs sha256sum",
+    ),
+  });
+
+  function phase(d: Deployment, name: string) {
+    return d.phases.find((p) => p.name === name);
+  }
+
+  it("forks a version onto a host without it: the version moves, the fork's data is the parent's", async () => {
+    await project("move");
+    // 1 GiB per environment: c (2 GiB of commitments) holds two, the parent and a filler.
+    const dir = folder("move", { "compose.yaml": shared("512m") });
+    const base = await deploy(dir, "move", "alpha", "--placement", "node=c");
+    expect(base.status, JSON.stringify(base.error)).toBe("succeeded");
+    await sh("move/alpha", "main", "head -c 3000000 /dev/urandom > /workspace/layer.bin");
+    await sh(
+      "move/alpha",
+      "side",
+      "head -c 5000000 /dev/urandom > /data/blob && mkdir -p /data/d/e && echo x > /data/d/e/f && ln -s ../blob /data/d/link && chmod 0640 /data/blob && chown 1000:1000 /data/d",
+    );
+    const snap = await fx.client.snapshot("move/alpha", { wait: true });
+    expect(snap.status, JSON.stringify(snap.error)).toBe("succeeded");
+    const want = await content("move/alpha");
+    const filler = await deploy(dir, "move", "filler", "--placement", "node=c");
+    expect(filler.status, JSON.stringify(filler.error)).toBe("succeeded");
+
+    const forked = await fx.client.fork("move/alpha", { version: "move@v2", name: "moved" }, { wait: true });
+    expect(forked.status, JSON.stringify(forked.error)).toBe("succeeded");
+    const ev = placement(forked);
+    expect(ev.host).not.toBe(c.id);
+    expect(ev.candidates.find((x) => x.host === c.id)?.excluded).toMatch(/^not enough memory/);
+    const t = phase(forked, "transfer");
+    expect(t?.status).toBe("succeeded");
+    expect(t?.evidence).toMatchObject({ version: "move@v2", from: c.id, to: ev.host, attempts: 1 });
+    const te = t?.evidence as { bytes: number; layers_sent: number; layers_skipped: number };
+    // The base image's layer is on every engine: only what the environment added crossed.
+    expect(te.layers_skipped).toBeGreaterThanOrEqual(2);
+    expect(te.layers_sent).toBeGreaterThanOrEqual(1);
+    expect(te.bytes).toBeGreaterThan(8_000_000);
+    expect(te.bytes).toBeLessThan(40_000_000);
+    const moved = await envShow("move/moved");
+    expect(moved.host_id).toBe(ev.host);
+    expect(await content("move/moved")).toEqual(want);
+    const versions = await fx.client.listVersions("move");
+    expect(versions.find((v) => v.id === "move@v2")?.replicas).toEqual([c.id, ev.host]);
+
+    // Now a holder has room: the next fork goes there, with nothing to move.
+    const again = await fx.client.fork("move/alpha", { version: "move@v2", name: "again" }, { wait: true });
+    expect(again.status, JSON.stringify(again.error)).toBe("succeeded");
+    expect(placement(again).host).toBe(ev.host);
+    expect(phase(again, "transfer")?.status).toBe("skipped");
+    await destroy("move/moved", "move/again", "move/filler", "move/alpha");
+  }, 300_000);
+
+  it("a sending denvd killed mid-transfer comes back and the transfer resumes where it was", async () => {
+    await project("kill");
+    const dir = folder("kill", { "compose.yaml": shared("512m") });
+    const base = await deploy(dir, "kill", "alpha", "--placement", "node=c");
+    expect(base.status, JSON.stringify(base.error)).toBe("succeeded");
+    await sh("kill/alpha", "side", "head -c 400000000 /dev/urandom > /data/big");
+    expect((await fx.client.snapshot("kill/alpha", { wait: true })).status).toBe("succeeded");
+    const want = await sh("kill/alpha", "main", "sha256sum /data/big");
+    const filler = await deploy(dir, "kill", "filler", "--placement", "node=c");
+    expect(filler.status).toBe("succeeded");
+
+    const forking = fx.client.fork("kill/alpha", { version: "kill@v2", name: "moved" }, { wait: true });
+    // Kill c once a receiver has journalled part of the version.
+    const journals = [a, b].map((h) => path.join(h.stateDir, "transfers", "kill_v2", "journal.json"));
+    const until = Date.now() + 120_000;
+    for (;;) {
+      const j = journals.map((f) => readJournal(f)).find((x) => x && x.bytes > 20_000_000);
+      if (j) break;
+      if (Date.now() > until) throw new Error("no transfer got under way");
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    await c.kill("SIGKILL");
+    await c.start();
+    const forked = await forking;
+    expect(forked.status, JSON.stringify(forked.error)).toBe("succeeded");
+    const t = phase(forked, "transfer")?.evidence as {
+      attempts: number;
+      resumed_bytes: number;
+      bytes: number;
+    };
+    expect(t.attempts).toBeGreaterThanOrEqual(2);
+    expect(t.resumed_bytes).toBeGreaterThan(20_000_000);
+    expect(await sh("kill/moved", "main", "sha256sum /data/big")).toBe(want);
+    await destroy("kill/moved", "kill/filler", "kill/alpha");
+  }, 300_000);
+
+  it("count: 12 sandboxes of one version spread over three hosts as their room says", async () => {
+    await project("many");
+    const dir = folder("many", { "compose.yaml": shared("256m") });
+    // c holds the version and has room for 3 more environments of 512 MiB (2 GiB in all).
+    const base = await deploy(dir, "many", "alpha", "--placement", "node=c");
+    expect(base.status, JSON.stringify(base.error)).toBe("succeeded");
+    const boxes = await fx.client.createSandboxes({
+      project: "many",
+      version: "many@v1",
+      name: "s",
+      count: 12,
+    });
+    expect(boxes).toHaveLength(12);
+    const on = (h: FixtureHost) => boxes.filter((x) => x.host_id === h.id).length;
+    expect(on(c)).toBe(3);
+    expect(on(a)).toBeGreaterThan(0);
+    expect(on(b)).toBeGreaterThan(0);
+    expect(on(a) + on(b)).toBe(9);
+    for (const x of boxes) expect(x.placement.host).toBe(x.host_id);
+    // Each host that lacked it got it once, and holds it now.
+    const v = (await fx.client.listVersions("many")).find((x) => x.id === "many@v1");
+    expect([...(v?.replicas ?? [])].sort()).toEqual([a.id, b.id, c.id].sort());
+    for (const x of boxes) await fx.client.deleteSandbox(x.id);
+    await destroy("many/alpha");
+  }, 300_000);
 
   it("drains a host (new deploys go elsewhere, what runs stays) and removes it only with --force", async () => {
     await project("drain");

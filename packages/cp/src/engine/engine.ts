@@ -131,6 +131,8 @@ export class DeploymentEngine {
     try {
       d.result = await runner.run(ctx);
       d.status = "succeeded";
+      // A phase this run had no need of (a fork's transfer where its version was local).
+      for (const p of d.phases) if (p.status === "pending") p.status = "skipped";
     } catch (err) {
       if (this.closing && err instanceof ShutdownError) return d;
       await this.fail(ctx, runner, err);

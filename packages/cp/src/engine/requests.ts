@@ -31,4 +31,24 @@ export const ForkState = z.object({
 
 export const RollbackState = z.object({ version: z.string() });
 
-export const PlacementValue = z.object({ hostId: z.string(), reason: z.string() });
+export const PlacementValue = z.object({
+  hostId: z.string(),
+  reason: z.string(),
+  /** A fork placed where its version is not: streamed there from `from` first. */
+  transfer: z.object({ from: z.string(), bytes: z.number() }).optional(),
+});
+
+/** What a fork's `transfer` phase did (its evidence too). */
+export const TransferValue = z.object({
+  version: z.string(),
+  from: z.string(),
+  to: z.string(),
+  attempts: z.number().int(),
+  bytes: z.number(),
+  resumed_bytes: z.number(),
+  layers_sent: z.number().int(),
+  layers_skipped: z.number().int(),
+  skipped_special: z.number().int(),
+  duration_ms: z.number(),
+  mib_per_s: z.number(),
+});

@@ -43,6 +43,8 @@ const CHECKS: { [K in CommandKind]?: Check<K> } = {
   },
   "env.destroy": (p, r) => same("environment", r.environment, p.environment),
   "version.delete": (p, r) => same("version", r.version, p.version),
+  "version.send": (p, r) => same("version", r.version, p.version),
+  "version.receive": (p, r) => same("version", r.id, p.version) ?? same("sender", r.transfer.from, p.from),
 };
 
 export function answerMismatch<K extends CommandKind>(

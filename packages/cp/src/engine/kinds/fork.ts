@@ -1,8 +1,9 @@
 import type { HostEnvironment, PhaseName } from "@denv/spec";
 import { z } from "zod";
 import { NotFound } from "../../services/access.js";
-import { ForkState, PlacementValue, RollbackState } from "../requests.js";
+import { ForkState, PlacementValue, RollbackState, TransferValue } from "../requests.js";
 import type { RunContext } from "../run-context.js";
+import { transferVersion } from "../transfer.js";
 import {
   destroyQuietly,
   environmentResult,
@@ -17,7 +18,10 @@ import { switchTo } from "./switch.js";
 /** The fork's phases that run on the host (`place` is the cp's). */
 const HOST_PHASES: readonly PhaseName[] = ["restore", "start", "health", "probe"];
 
-/** Restores a version as a new host environment on the host that holds the snapshot. */
+/**
+ * Restores a version as a new host environment where placement put it: a host that holds the
+ * snapshot, or one it is streamed to first (the `transfer` phase).
+ */
 async function restore(
   ctx: RunContext,
   versionRef: string,
@@ -25,9 +29,25 @@ async function restore(
   const version = await resolveVersion(ctx, ctx.d.project, versionRef);
   const place = await ctx.cpPhase("place", PlacementValue, async () => {
     const p = await ctx.deps.placer.place({ version, deployment: ctx.d.id });
-    return { value: { hostId: p.hostId, reason: p.reason }, evidence: p.evidence };
+    return {
+      value: { hostId: p.hostId, reason: p.reason, ...(p.transfer ? { transfer: p.transfer } : {}) },
+      evidence: p.evidence,
+    };
   });
   ctx.d.hostId = place.hostId;
+  const transfer = place.transfer;
+  if (transfer) {
+    await ctx.cpPhase("transfer", TransferValue, async () => {
+      const out = await transferVersion(ctx.deps, {
+        version: version.id,
+        from: transfer.from,
+        to: place.hostId,
+        id: `${ctx.d.id}.transfer`,
+        timeoutMs: ctx.deps.commandTimeoutMs,
+      });
+      return { value: out, evidence: out };
+    });
+  }
   const hostEnv = hostEnvName(ctx.d.environment.split("/")[1] ?? "fork", ctx.d.id);
   const created = await ctx.command(
     "fork",
