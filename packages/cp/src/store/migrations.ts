@@ -149,7 +149,10 @@ const migrations: Record<string, Migration> = {
         .addPrimaryKeyConstraint("version_replicas_pk", ["version_id", "host_id"])
         .execute();
       await db.schema.createIndex("version_replicas_host").on("version_replicas").column("host_id").execute();
-      await sql`insert into version_replicas (version_id, host_id, created_at) select id, host_id, created_at from versions`.execute(
+      // Stamped now by the cp's clock, as every replica is (a hello reconciles those recorded
+      // before it); versions.created_at is the capturing host's clock.
+      const now = new Date().toISOString();
+      await sql`insert into version_replicas (version_id, host_id, created_at) select id, host_id, ${now} from versions`.execute(
         db,
       );
     },

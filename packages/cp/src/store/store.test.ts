@@ -293,10 +293,14 @@ function storeSuite(name: string, open: () => Promise<Opened>) {
         .values(versionToRow(version("old@v2", { host_id: "h8" })))
         .execute();
       await db.destroy();
+      const before3 = new Date().toISOString();
       const migrated = await openStore(url);
       try {
         expect(await migrated.listReplicas("old@v1")).toEqual(["h7"]);
         expect(await migrated.listReplicasOnHost("h8")).toEqual(["old@v2"]);
+        // Stamped when the migration ran (the cp's clock), not when the host captured the version.
+        expect(await migrated.listReplicasOnHost("h8", before3)).toEqual([]);
+        expect(await migrated.listReplicasOnHost("h8", "2999-01-01T00:00:00.000Z")).toEqual(["old@v2"]);
       } finally {
         await migrated.close();
       }
