@@ -75,6 +75,9 @@ them to forget them). Versions whose snapshots lived on the host are forgotten.`
     const lost = [
       removed.environments.length > 0 ? `failed: ${removed.environments.join(", ")}` : "",
       removed.versions.length > 0 ? `versions forgotten: ${removed.versions.join(", ")}` : "",
+      removed.replicas_dropped.length > 0
+        ? `versions still held elsewhere: ${removed.replicas_dropped.join(", ")}`
+        : "",
     ].filter(Boolean);
     ctx.print(removed, [`host ${removed.id} removed; its credential is revoked`, ...lost].join("\n"));
     return 0;

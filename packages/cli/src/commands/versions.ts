@@ -26,7 +26,7 @@ const list: CommandSpec = {
     const versions = await ctx.client().listVersions(ctx.project(given));
     ctx.print({ versions }, () =>
       table(
-        ["ID", "FROM", "PARENT", "METHOD", "LAYERS", "VOLUMES", "HOST", "CREATED"],
+        ["ID", "FROM", "PARENT", "METHOD", "LAYERS", "VOLUMES", "HOSTS", "CREATED"],
         versions.map((v) => [
           v.id,
           v.source_environment,
@@ -34,7 +34,8 @@ const list: CommandSpec = {
           v.method,
           size(v.sizes.layer_bytes),
           size(v.sizes.volume_bytes),
-          v.host_id,
+          // Every host that holds it, the one it was taken on first.
+          (v.replicas?.length ? v.replicas : [v.host_id]).join(","),
           when(v.created_at),
         ]),
         "no versions; a deploy or 'denv env snapshot' makes one",

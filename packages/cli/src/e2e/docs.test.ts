@@ -2,25 +2,13 @@ import { readFileSync } from "node:fs";
 import path from "node:path";
 import { Protection, SpecialFileReasons } from "@denv/spec";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { runnableLines } from "./doc-blocks.js";
 import { cli, repo, run, type Stack, startStack } from "./stack.js";
 
 /**
  * The commands of the how-to pages, run top to bottom against a real stack, so the pages cannot
- * drift from the code. A block preceded by `<!-- run -->` is run line by line; a line must exit
- * 0 unless it ends with `# exits N`.
+ * drift from the code (doc-blocks.ts: which lines, and the exit code each must have).
  */
-
-function runnableLines(page: string): Array<{ line: string; code: number }> {
-  const text = readFileSync(path.join(repo, "docs", page), "utf8");
-  const out: Array<{ line: string; code: number }> = [];
-  for (const m of text.matchAll(/<!-- run -->\n```sh\n([\s\S]*?)```/g)) {
-    for (const line of (m[1] as string).split("\n").filter((l) => l.trim() !== "")) {
-      const code = /# exits (\d+)/.exec(line);
-      out.push({ line, code: code ? Number(code[1]) : 0 });
-    }
-  }
-  return out;
-}
 
 describe("docs/how-to pages run as written", () => {
   let stack: Stack;

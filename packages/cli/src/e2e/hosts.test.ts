@@ -10,8 +10,9 @@ import {
   PlacementMessages,
 } from "@denv/spec";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { runnableLines } from "./doc-blocks.js";
 import { type FixtureHost, type Hosts, startHosts } from "./hosts-fixture.js";
-import { run } from "./stack.js";
+import { cli, repo, run } from "./stack.js";
 
 /**
  * Many hosts (issue 11): one control plane and three denvd, each on a Docker engine of its own in
@@ -425,5 +426,27 @@ x-denv:
     const left = await fx.json<{ hosts: Array<{ id: string }> }>(["hosts", "list"]);
     expect(left.hosts.map((h) => h.id).sort()).toEqual([a.id, c.id]);
     await destroy("drain/alpha", "drain/beta");
+  }, 300_000);
+
+  it("how-to/connect-a-target.md's hosts block runs as written (after the drain: a and c are left)", async () => {
+    let transcript = "";
+    for (const { line, code } of runnableLines("how-to/connect-a-target.md", "hosts")) {
+      const r = await run(
+        "bash",
+        ["-c", `denv() { node ${JSON.stringify(cli)} "$@"; }\ncd ${JSON.stringify(repo)}\n${line}`],
+        { ...fx.env, HOST: c.id },
+      );
+      transcript += `$ ${line}\n${r.stdout}${r.stderr}`;
+      expect(r.code, `${line}\n${r.stdout}\n${r.stderr}`).toBe(code);
+    }
+    // c holds the parent and the first rollout; the second had to go to a, with the version.
+    expect((await envShow("demo/rollout-2")).host_id).toBe(a.id);
+    expect(transcript).toMatch(new RegExp(`demo@v1 .*${c.id},${a.id}`));
+    expect(transcript).toContain(HostMessages.holdsEnvironments(c.id, 2));
+    expect(transcript).toContain("versions still held elsewhere: demo@v1");
+    // Forked again after c is gone: a still holds the version.
+    const f = await fx.client.fork("demo/rollout-2", { version: "demo@v1", name: "after" }, { wait: true });
+    expect(f.status, JSON.stringify(f.error)).toBe("succeeded");
+    expect(placement(f).host).toBe(a.id);
   }, 300_000);
 });
