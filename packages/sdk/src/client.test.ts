@@ -138,12 +138,13 @@ describe("DenvClient routes", () => {
     const failed = await admin.fork("quickstart/alpha", { name: "broken" }, { wait: true });
     expect(failed.status).toBe("failed");
     expect(failed.error).toEqual({ code: "timeout", message: "service db is not healthy" });
-    expect(failed.phases.map((p) => p.status)).toEqual([
-      "succeeded",
-      "succeeded",
-      "succeeded",
-      "failed",
-      "skipped",
+    expect(failed.phases.map((p) => [p.name, p.status])).toEqual([
+      ["place", "succeeded"],
+      ["transfer", "skipped"],
+      ["restore", "succeeded"],
+      ["start", "succeeded"],
+      ["health", "failed"],
+      ["probe", "skipped"],
     ]);
   });
 

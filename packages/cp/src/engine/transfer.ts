@@ -1,6 +1,7 @@
 import { ControlPlaneMessages, DenvError, TransferMessages, TransferResume } from "@denv/spec";
 import type { z } from "zod";
 import type { HostHub } from "../hub/hub.js";
+import { nowIso } from "../ids.js";
 import type { Log } from "../log.js";
 import type { Store } from "../store/store.js";
 import type { TransferValue } from "./requests.js";
@@ -48,7 +49,11 @@ export async function transferVersion(deps: TransferDeps, req: TransferRequest):
     }
     try {
       const { transfer: r } = await attempt(deps, req, n);
-      await deps.store.putReplica(req.version, req.to, new Date().toISOString());
+      if (!(await deps.store.putReplica(req.version, req.to, nowIso()))) {
+        // Deleted while it was on its way: the copy that arrived goes too.
+        last = `version ${req.version} was deleted while it was being sent`;
+        break;
+      }
       const ms = Date.now() - t0;
       deps.log.info("version transferred", {
         version: req.version,

@@ -43,14 +43,17 @@ describe("the protocol's contract", () => {
     }
   });
 
-  it("every phase a host reports has an evidence schema; switch is the control plane's alone", () => {
+  it("every phase a host reports has an evidence schema; switch and transfer are the control plane's alone", () => {
     for (const kind of CommandKind.options) {
       for (const phase of HostPhases[kind]) {
         expect(HostPhaseName.safeParse(phase).success, `${kind}: ${phase}`).toBe(true);
         expect(PhaseEvidence[phase as HostPhaseName], phase).toBeInstanceOf(z.ZodType);
       }
     }
-    expect(PhaseName.options.filter((p) => !HostPhaseName.safeParse(p).success)).toEqual(["switch"]);
+    expect(PhaseName.options.filter((p) => !HostPhaseName.safeParse(p).success)).toEqual([
+      "transfer",
+      "switch",
+    ]);
   });
 
   it("names every evidence key in snake_case, like the rest of the API", () => {
