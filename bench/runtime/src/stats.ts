@@ -39,7 +39,7 @@ export interface Row {
   /** The baseline's median, in `unit`, measured in the same run (absent for context rows). */
   baseline?: number;
   baselineName?: string;
-  unit: "ms" | "MB" | "s" | "trials/min";
+  unit: "ms" | "µs" | "MB" | "s" | "trials/min";
   /** How the ratio reads: "denv/baseline" (lower is better), "baseline/denv" (a time's
    * speedup) or "throughput" (denv/baseline of a rate: a speedup too). */
   ratioKind?: "denv/baseline" | "baseline/denv" | "throughput";
