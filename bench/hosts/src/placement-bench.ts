@@ -2,6 +2,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
+import { watchHosts } from "../../../packages/cp/dist/control-plane.js";
 import {
   type CandidateHost,
   type Choice,
@@ -312,9 +313,13 @@ async function placerBench(f: Fleet, o: PlacementOptions): Promise<NonNullable<P
       `placement: Placer.place() against SQLite (${f.hosts.length} hosts, ${o.environments} environments, set up in ${setupMs.toFixed(0)} ms)`,
     );
     const onlineIds = new Set(online.map((h) => h.host.id));
+    // As in the cp: the host rows and what each host holds are read once and kept in memory
+    // (nothing writes the store from here on, so nothing invalidates them).
+    const { store: watched, hostList, hostLoad } = watchHosts(store);
     const placer = new Placer(
-      store,
+      watched,
       { isOnline: (id: string) => onlineIds.has(id) },
+      { hosts: hostList, load: hostLoad },
       {
         overcommit: OVERCOMMIT,
         transferMbps: TRANSFER_MBPS,

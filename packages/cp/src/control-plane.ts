@@ -4,6 +4,7 @@ import { type App, buildApp } from "./app.js";
 import { CpConfig, type CpConfigInput, resolvePaths } from "./config.js";
 import { DeploymentEngine } from "./engine/engine.js";
 import { DeploymentEvents } from "./engine/events.js";
+import { HostLoad } from "./engine/host-load.js";
 import { Placer } from "./engine/placement.js";
 import { Metrics } from "./http/metrics.js";
 import { HostHub } from "./hub/hub.js";
@@ -13,12 +14,15 @@ import { AuthService } from "./services/auth-service.js";
 import type { Services } from "./services/container.js";
 import { DeploymentService } from "./services/deployment-service.js";
 import { EnvironmentService } from "./services/environment-service.js";
+import { HostListCache } from "./services/host-list-cache.js";
 import { HostService } from "./services/host-service.js";
 import { ProjectService } from "./services/project-service.js";
 import { SandboxService } from "./services/sandbox-service.js";
 import { TargetService } from "./services/target-service.js";
 import { VersionService } from "./services/version-service.js";
 import { openStore } from "./store/open-store.js";
+import type { Store } from "./store/store.js";
+import { watchedStore } from "./store/watched-store.js";
 
 export type ControlPlaneOptions = CpConfigInput & {
   /** Logger (default: JSON lines on stderr at the configured level). */
@@ -47,9 +51,9 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
   await mkdir(config.dataDir, { recursive: true, mode: 0o700 });
   const spoolDir = join(config.dataDir, "spool");
 
-  const store = await openStore(paths.databaseUrl);
+  const { store, hostList, hostLoad } = watchHosts(await openStore(paths.databaseUrl));
   // The hub is the hosts' lifecycle and the hosts close the hub's streams: a late-bound call.
-  const hosts = new HostService(store, log, (id, reason) => hub.disconnect(id, reason));
+  const hosts = new HostService(store, hostList, log, (id, reason) => hub.disconnect(id, reason));
   const hub = new HostHub({
     lifecycle: hosts,
     log,
@@ -68,14 +72,19 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
   const engine = new DeploymentEngine({
     store,
     hub,
-    placer: new Placer(store, hub, {
-      overcommit: {
-        memory: config.placementOvercommitMemory,
-        cpus: config.placementOvercommitCpus,
-        pids: config.placementOvercommitPids,
+    placer: new Placer(
+      store,
+      hub,
+      { hosts: hostList, load: hostLoad },
+      {
+        overcommit: {
+          memory: config.placementOvercommitMemory,
+          cpus: config.placementOvercommitCpus,
+          pids: config.placementOvercommitPids,
+        },
+        transferMbps: config.placementTransferMbps,
       },
-      transferMbps: config.placementTransferMbps,
-    }),
+    ),
     events: new DeploymentEvents(),
     log,
     commandTimeoutMs: config.commandTimeoutMs,
@@ -145,6 +154,24 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
       return closed;
     },
   };
+}
+
+/**
+ * What the control plane keeps in memory about hosts (the host list, what each host holds), built
+ * from `opened`, and the store everything else must write through: it tells both about every write
+ * of a host or an environment row.
+ */
+export function watchHosts(opened: Store): { store: Store; hostList: HostListCache; hostLoad: HostLoad } {
+  const hostList = new HostListCache(opened);
+  const hostLoad = new HostLoad(opened);
+  const store = watchedStore(opened, {
+    hostsChanged: () => hostList.invalidate("hosts"),
+    environmentChanged: (change) => {
+      hostList.invalidate("environments");
+      hostLoad.apply(change);
+    },
+  });
+  return { store, hostList, hostLoad };
 }
 
 function splitListen(listen: string): [string, number] {

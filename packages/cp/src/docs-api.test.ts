@@ -3,7 +3,7 @@ import { mkdtemp, readFile, rm, symlink } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { ControlPlaneMessages, HostMessages, JoinTokenMessages } from "@denv/spec";
+import { ControlPlaneMessages, HOSTS_PAGE, HostMessages, JoinTokenMessages } from "@denv/spec";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestCp, type TestCp } from "./testing/harness.js";
 
@@ -104,6 +104,8 @@ describe("docs/reference/api.md", () => {
     expect(flat).toContain(HostMessages.allDraining("<target>"));
     expect(flat).toContain(HostMessages.credentialInvalid);
     expect(flat).toContain(HostMessages.credentialNotApiToken);
+    expect(flat).toContain(HostMessages.pageLimit(HOSTS_PAGE.max));
+    expect(flat).toContain(HostMessages.pageAfter);
   });
 
   it("runs every example, top to bottom, against a live control plane", async () => {

@@ -2,7 +2,7 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
-import { HostMessages } from "@denv/spec";
+import { HOSTS_PAGE, HostMessages } from "@denv/spec";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DenvApiError, DenvClient, DenvClientError, DenvUnreachableError, packTar } from "./index.js";
 import { type FakeControlPlane, startFakeControlPlane } from "./testing/fake-control-plane.js";
@@ -212,5 +212,27 @@ describe("DenvClient routes", () => {
     const token = await admin.createToken({ name: "ci", project: "quickstart" });
     expect(token).toMatchObject({ name: "ci", role: "member", token: expect.any(String) });
     expect((await admin.listTokens()).some((t) => t.name === "ci")).toBe(true);
+  });
+
+  it("lists every host by following GET /v1/hosts page by page", async () => {
+    const one = fake.state.hosts.get("host-1");
+    if (!one) throw new Error("the fake has no host-1");
+    const ids = Array.from(
+      { length: 2 * HOSTS_PAGE.max + 1 },
+      (_, i) => `pool-${String(i).padStart(4, "0")}`,
+    );
+    for (const id of ids) fake.state.hosts.set(id, { ...one, id });
+    try {
+      const seen = fake.requests.length;
+      const listed = (await admin.listHosts()).map((h) => h.id);
+      expect(listed).toEqual(["host-1", ...ids]);
+      expect(fake.requests.slice(seen)).toEqual([
+        `GET /v1/hosts?limit=${HOSTS_PAGE.max}`,
+        `GET /v1/hosts?limit=${HOSTS_PAGE.max}&after=${ids[HOSTS_PAGE.max - 2]}`,
+        `GET /v1/hosts?limit=${HOSTS_PAGE.max}&after=${ids[2 * HOSTS_PAGE.max - 2]}`,
+      ]);
+    } finally {
+      for (const id of ids) fake.state.hosts.delete(id);
+    }
   });
 });

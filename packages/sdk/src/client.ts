@@ -15,6 +15,7 @@ import {
   FilesPutResponse,
   type ForkRequest,
   Health,
+  HOSTS_PAGE,
   Host,
   HostList,
   JoinToken,
@@ -42,6 +43,7 @@ import {
   isFinished,
   waitForDeployment,
 } from "./deployments.js";
+import { DenvApiError } from "./errors.js";
 import { type ExecStreamOptions, runExecStream } from "./exec-stream.js";
 import { type Query, Transport } from "./http.js";
 import { checkExec, enc, envPath, parseServicePort, splitEnv, versionPath, withSignal } from "./paths.js";
@@ -367,8 +369,24 @@ export class DenvClient {
     return this.#http.empty("DELETE", `/v1/targets/${enc(target)}/join-tokens/${enc(id)}`);
   }
 
+  /** Every host the token may list: follows GET /v1/hosts page by page (`next`) to the end. */
   async listHosts(): Promise<Host[]> {
-    return (await this.#http.json("GET", "/v1/hosts", HostList)).hosts;
+    const hosts: Host[] = [];
+    let after: string | undefined;
+    do {
+      const query: Query = { limit: HOSTS_PAGE.max, after };
+      const page = await this.#http.json("GET", "/v1/hosts", HostList, { query });
+      hosts.push(...page.hosts);
+      // Pages go forward by id; a server that answers the same cursor again would loop forever.
+      if (page.next !== undefined && after !== undefined && page.next <= after)
+        throw new DenvApiError(
+          0,
+          "invalid_response",
+          `GET /v1/hosts answered next=${page.next} after ${after}`,
+        );
+      after = page.next;
+    } while (after !== undefined);
+    return hosts;
   }
 
   /** Placement never picks the host again; what it runs stays. */

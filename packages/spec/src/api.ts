@@ -255,8 +255,15 @@ export const Reservation = z.object({ memory_bytes: z.number(), cpus: z.number()
 export type Reservation = z.infer<typeof Reservation>;
 
 /**
+ * The most candidates a `place` phase's evidence lists. A target with more hosts lists this many
+ * (the chosen host, the version's holders, the best scores, then excluded hosts) and counts the
+ * others in `omitted`, so that evidence stays small however many hosts a target has.
+ */
+export const PLACEMENT_CANDIDATES_LISTED = 20;
+
+/**
  * Why a host was chosen: the evidence of the `place` phase (docs/reference/targets.md#placement).
- * Every candidate has a score, or the reason it was left out.
+ * Every listed candidate has a score, or the reason it was left out.
  */
 export const PlacementEvidence = z.object({
   host: z.string(),
@@ -282,6 +289,19 @@ export const PlacementEvidence = z.object({
       excluded: z.string().optional(),
     }),
   ),
+  /**
+   * Candidates not listed (more than PLACEMENT_CANDIDATES_LISTED): how many had a score, and how
+   * many were excluded for being offline, draining, without a label asked for, or without room.
+   */
+  omitted: z
+    .object({
+      eligible: z.number().int(),
+      offline: z.number().int(),
+      draining: z.number().int(),
+      labels: z.number().int(),
+      room: z.number().int(),
+    })
+    .optional(),
   /** The chosen host does not hold the version: it is sent there from `from` (an online holder). */
   transfer: z.object({ from: z.string(), bytes: z.number() }).optional(),
 });
@@ -340,7 +360,15 @@ export const EnvironmentList = z.object({ environments: z.array(Environment) });
 export const SandboxList = z.object({ sandboxes: z.array(Environment) });
 export const VersionList = z.object({ versions: z.array(Version) });
 export const TargetList = z.object({ targets: z.array(Target) });
-export const HostList = z.object({ hosts: z.array(Host) });
+
+/** GET /v1/hosts: hosts per page when the request gives no `limit`, and the most it may ask for. */
+export const HOSTS_PAGE = { default: 100, max: 1000 } as const;
+
+/**
+ * One page of GET /v1/hosts: hosts by id. `next` is there when more hosts follow: pass it as
+ * `after` for the next page (it is the id of the last host on this one).
+ */
+export const HostList = z.object({ hosts: z.array(Host), next: z.string().optional() });
 export const JoinTokenList = z.object({ join_tokens: z.array(JoinToken) });
 
 /** PUT .../files: what the host extracted. */

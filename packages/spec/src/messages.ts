@@ -347,6 +347,10 @@ export const HostMessages = {
   /** A host credential sent to a REST route: it opens the host stream only. */
   credentialNotApiToken:
     "a host credential is not an API token: it opens GET /v1/hosts/stream only; send an API token (denv_...)",
+  /** GET /v1/hosts?limit= that is not a whole number in range (400). */
+  pageLimit: (max: number) => `limit must be a whole number from 1 to ${max}`,
+  /** GET /v1/hosts?after= that cannot be a host id (400): it takes the `next` of a page. */
+  pageAfter: "after must be a host id: pass the next of the previous page",
 } as const;
 
 /**

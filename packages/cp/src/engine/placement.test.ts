@@ -2,6 +2,7 @@ import {
   ControlPlaneMessages,
   DenvError,
   HostMessages,
+  PLACEMENT_CANDIDATES_LISTED,
   PlacementMessages,
   type Reservation,
 } from "@denv/spec";
@@ -293,6 +294,39 @@ describe("placement score", () => {
     expect(choose(deploy([host("a"), host("b", { online: false })])).reason).toBe(
       "the only online host of the target",
     );
+  });
+});
+
+describe("placement evidence of a large target", () => {
+  it(`lists ${PLACEMENT_CANDIDATES_LISTED} candidates (chosen, holders, best scores) and counts the others by why`, () => {
+    const id = (i: number) => `h${String(i).padStart(4, "0")}`;
+    const gpu = { gpu: "a100" };
+    const hosts = Array.from({ length: 1000 }, (_, i) => {
+      if (i < 10) return host(id(i), { online: false, labels: gpu });
+      if (i < 20) return host(id(i), { draining: true, labels: gpu });
+      if (i < 500) return host(id(i));
+      const local = i === 505 || i === 700;
+      // 500..509 are full; the others have less room the higher their number.
+      const used = i < 510 ? 15 * GiB : (i - 500) * 0.01 * GiB;
+      return host(id(i), { labels: gpu, local, reserved: { memory_bytes: used, cpus: 0, pids: 0 } });
+    });
+    const p = choose(
+      deploy(hosts, { labels: gpu, version: { id: "shop@v3", origin: id(700), bytes: 1024 ** 3 } }),
+    );
+    expect(p.hostId).toBe(id(700));
+    const ids = p.evidence.candidates.map((c) => c.host);
+    expect(ids).toEqual([
+      id(505),
+      ...Array.from({ length: PLACEMENT_CANDIDATES_LISTED - 2 }, (_, k) => id(510 + k)),
+      id(700),
+    ]);
+    expect(row(p, id(505))?.excluded).toMatch(/^not enough memory/);
+    expect(p.evidence.omitted).toEqual({ eligible: 471, offline: 10, draining: 10, labels: 480, room: 9 });
+    expect(JSON.stringify(p.evidence).length).toBeLessThan(10_000);
+    // A target within the limit lists every host, in its order, and omits nothing.
+    const small = choose(deploy(hosts.slice(500, 500 + PLACEMENT_CANDIDATES_LISTED), { labels: gpu }));
+    expect(small.evidence.candidates).toHaveLength(PLACEMENT_CANDIDATES_LISTED);
+    expect(small.evidence.omitted).toBeUndefined();
   });
 });
 

@@ -3,6 +3,7 @@ import {
   DefaultCaps,
   DenvError,
   HostMessages,
+  PLACEMENT_CANDIDATES_LISTED,
   PlacementEvidence,
   PlacementMessages,
   Reservation,
@@ -11,6 +12,7 @@ import { SETTINGS } from "../config.js";
 import type { HostHub } from "../hub/hub.js";
 import type { EnvironmentRecord, HostRecord, VersionRecord } from "../store/records.js";
 import type { Store } from "../store/store.js";
+import type { HostLoad } from "./host-load.js";
 
 /**
  * Placement: which host a new environment goes to, and why (docs/reference/targets.md#placement
@@ -120,6 +122,8 @@ function transferCost(bytes: number, bytesPerSecond: number): number {
 /** Decides; throws the one-line DenvError naming what was missing when no host is left. */
 export function choose(c: Choice): Placement {
   const candidates: PlacementEvidence["candidates"] = [];
+  /** Per candidate (same index): why it was left out, if it was, and whether it holds the version. */
+  const kinds: Array<{ kind: OmittedKind; local: boolean }> = [];
   const eligible: Array<{
     host: HostRecord;
     environments: number;
@@ -156,6 +160,10 @@ export function choose(c: Choice): Placement {
           : undefined;
     if (excluded !== undefined) {
       candidates.push({ ...row, excluded });
+      kinds.push({
+        kind: !h.online ? "offline" : h.host.drainingAt !== undefined ? "draining" : "labels",
+        local: h.local,
+      });
       continue;
     }
     const free = {
@@ -182,6 +190,7 @@ export function choose(c: Choice): Placement {
     }
     if (short) {
       candidates.push({ ...row, free, excluded: short.why });
+      kinds.push({ kind: "room", local: h.local });
       roomMisses.push({ host: h.host.id, ...short });
       continue;
     }
@@ -190,12 +199,20 @@ export function choose(c: Choice): Placement {
       3,
     );
     candidates.push({ ...row, free, local: h.local, ...moved, score });
+    kinds.push({ kind: "eligible", local: h.local });
     eligible.push({ host: h.host, environments: h.environments, local: h.local, room, score });
   }
   const evidence = (host: string, reason: string, transfer?: Placement["transfer"]): Placement => ({
     hostId: host,
     reason,
-    evidence: { host, reason, need: c.need, labels: c.labels, candidates, ...(transfer ? { transfer } : {}) },
+    evidence: {
+      host,
+      reason,
+      need: c.need,
+      labels: c.labels,
+      ...listed(candidates, kinds, host),
+      ...(transfer ? { transfer } : {}),
+    },
     ...(transfer ? { transfer } : {}),
   });
 
@@ -226,6 +243,34 @@ export function choose(c: Choice): Placement {
     best.host.id,
     `highest score ${best.score}: ${best.local ? `holds ${c.newest} (its layers are local), ` : ""}${roomLeft}`,
   );
+}
+
+type OmittedKind = keyof NonNullable<PlacementEvidence["omitted"]>;
+
+/**
+ * The candidates the evidence lists: all of them up to PLACEMENT_CANDIDATES_LISTED; past that
+ * the chosen host, then the version's holders, then the best scores, then excluded hosts (in the
+ * candidates' order), listed in the candidates' order, and the others counted by why in `omitted`.
+ */
+function listed(
+  all: PlacementEvidence["candidates"],
+  kinds: ReadonlyArray<{ kind: OmittedKind; local: boolean }>,
+  chosen: string,
+): Pick<PlacementEvidence, "candidates" | "omitted"> {
+  if (all.length <= PLACEMENT_CANDIDATES_LISTED) return { candidates: all };
+  const rank = (i: number) => {
+    const k = kinds[i] as { kind: OmittedKind; local: boolean };
+    return (all[i] as { host: string }).host === chosen ? 0 : k.local ? 1 : k.kind === "eligible" ? 2 : 3;
+  };
+  const keep = new Set(
+    all
+      .map((_, i) => i)
+      .sort((a, b) => rank(a) - rank(b) || (all[b]?.score ?? 0) - (all[a]?.score ?? 0) || a - b)
+      .slice(0, PLACEMENT_CANDIDATES_LISTED),
+  );
+  const omitted = { eligible: 0, offline: 0, draining: 0, labels: 0, room: 0 };
+  for (const [i, k] of kinds.entries()) if (!keep.has(i)) omitted[k.kind]++;
+  return { candidates: all.filter((_, i) => keep.has(i)), omitted };
 }
 
 /** Without an online holder nothing can restore the version, nor send it to another host. */
@@ -324,7 +369,7 @@ const add = (a: Reservation, b: Reservation): Reservation => ({
 });
 
 /** Statuses whose environments hold their caps on a host (a stopped one may start again). */
-const HOLDING = new Set(["pending", "running", "stopped"]);
+export const HOLDING: ReadonlySet<string> = new Set(["pending", "running", "stopped"]);
 
 /**
  * Places deployments one at a time (so two never count the same room), against what the store
@@ -338,6 +383,11 @@ export class Placer {
   constructor(
     private readonly store: Store,
     private readonly hub: Pick<HostHub, "isOnline">,
+    /** The host rows and what each host holds, kept in memory (over the same store's writes). */
+    private readonly fleet: {
+      hosts: { hostRows(): Promise<readonly HostRecord[]> };
+      load: Pick<HostLoad, "loads">;
+    },
     private readonly options: {
       overcommit: Overcommit;
       /** The throughput a transfer between hosts is assumed to get, in MB (10^6 bytes) per second. */
@@ -388,15 +438,22 @@ export class Placer {
       }
     }
     const local = new Set(holders);
-    const reserved = await this.reservedByHost(req.deployment);
-    const counts = await this.store.countEnvironmentsByHost();
-    const hosts = (await this.store.listHosts({ target })).map((host) => ({
-      host,
-      online: this.hub.isOnline(host.id),
-      environments: counts.get(host.id) ?? 0,
-      reserved: reserved.get(host.id) ?? { memory_bytes: 0, cpus: 0, pids: 0 },
-      local: local.has(host.id),
-    }));
+    const loads = await this.fleet.load.loads();
+    const inFlight = await this.inFlightByHost(req.deployment);
+    const hosts: CandidateHost[] = [];
+    for (const host of await this.fleet.hosts.hostRows()) {
+      if (host.target !== target) continue;
+      const load = loads.get(host.id);
+      const extra = inFlight.get(host.id);
+      const reserved = load?.reserved ?? { memory_bytes: 0, cpus: 0, pids: 0 };
+      hosts.push({
+        host,
+        online: this.hub.isOnline(host.id),
+        environments: load?.environments ?? 0,
+        reserved: extra ? add(reserved, extra) : reserved,
+        local: local.has(host.id),
+      });
+    }
     const placed = choose({
       target,
       hosts,
@@ -410,14 +467,14 @@ export class Placer {
     return placed;
   }
 
-  /** Per host: the environments on it, plus running deployments placed there but not yet recorded on it. */
-  private async reservedByHost(self: string): Promise<Map<string, Reservation>> {
+  /**
+   * Per host: what running deployments placed there but did not record on it yet reserve (the
+   * environments on it are the HostLoad's).
+   */
+  private async inFlightByHost(self: string): Promise<Map<string, Reservation>> {
     const out = new Map<string, Reservation>();
     const put = (host: string, r: Reservation) =>
       out.set(host, add(out.get(host) ?? { memory_bytes: 0, cpus: 0, pids: 0 }, r));
-    const envs = await this.store.listEnvironments();
-    const byId = new Map(envs.map((e) => [e.id, e]));
-    for (const e of envs) if (e.hostId && HOLDING.has(e.status)) put(e.hostId, reservationOf(e));
     const running = await this.store.listDeployments({ statuses: ["running"] });
     const live = new Set(running.map((d) => d.id));
     for (const id of this.inFlight.keys()) if (!live.has(id)) this.inFlight.delete(id);
@@ -427,9 +484,9 @@ export class Placer {
       const p =
         this.inFlight.get(d.id) ?? (saved.success ? { host: saved.data.host, need: saved.data.need } : null);
       if (!p) continue;
-      // A fork about to finish whose environment already stands there is counted above (a deploy's
-      // previous host environment runs until the switch, so both count until then).
-      if (d.kind === "fork" && byId.get(d.environment)?.hostId === p.host) continue;
+      // A fork about to finish whose environment already stands there is counted as an environment
+      // (a deploy's previous host environment runs until the switch, so both count until then).
+      if (d.kind === "fork" && (await this.store.getEnvironment(d.environment))?.hostId === p.host) continue;
       put(p.host, p.need);
     }
     return out;

@@ -1,7 +1,12 @@
-import { ControlPlaneMessages } from "@denv/spec";
+import { ControlPlaneMessages, PROTOCOL_VERSION } from "@denv/spec";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { deployed, startTestCp, type TestCp, waitFor } from "../testing/harness.js";
-import { beatSlice } from "./hub.js";
+import { WebSocket, WebSocketServer } from "ws";
+import { watchHosts } from "../control-plane.js";
+import { HostService } from "../services/host-service.js";
+import { openStore } from "../store/open-store.js";
+import type { Store } from "../store/store.js";
+import { deployed, quiet, startTestCp, type TestCp, waitFor } from "../testing/harness.js";
+import { beatSlice, HostHub } from "./hub.js";
 
 describe("host sessions: heartbeats, offline, reconciliation", () => {
   let t: TestCp;
@@ -67,5 +72,117 @@ describe("host sessions: heartbeats, offline, reconciliation", () => {
     });
     expect(failed.evidence.reconcile.reason).toBe("host keeper no longer holds it");
     await h.close();
+  });
+});
+
+const hello = (id: string) => ({
+  type: "hello",
+  host_id: id,
+  version: "0.1.0-test",
+  capacity: { cpus: 1, memory_bytes: 1024 ** 3, disk_free_bytes: 1024 ** 3 },
+  labels: {},
+  environments: [],
+  versions: [],
+  unfinished: [],
+});
+
+describe("a heartbeat storm", () => {
+  const HOSTS = 20;
+  const BEATS = 100;
+  let raw: Store;
+  let hub: HostHub;
+  let server: WebSocketServer;
+  const clients: WebSocket[] = [];
+  /** Store calls by method, counted from `counting` on. */
+  const calls = new Map<string, number>();
+  let counting = false;
+
+  beforeAll(async () => {
+    raw = await openStore(":memory:");
+    // Every store call the hub's lifecycle makes, reads included, is counted.
+    const spied = new Proxy(raw, {
+      get(target, key) {
+        const value: unknown = Reflect.get(target, key, target);
+        if (typeof value !== "function") return value;
+        return (...args: unknown[]) => {
+          if (counting) calls.set(String(key), (calls.get(String(key)) ?? 0) + 1);
+          return (value as (...a: unknown[]) => unknown).apply(target, args);
+        };
+      },
+    });
+    const { store, hostList } = watchHosts(spied);
+    const hosts = new HostService(store, hostList, quiet, () => {});
+    hub = new HostHub({ lifecycle: hosts, log: quiet, heartbeatMs: 50 });
+    server = new WebSocketServer({ host: "127.0.0.1", port: 0 });
+    server.on("connection", (socket, req) => {
+      hub.accept(socket, new URL(req.url ?? "/", "http://cp").searchParams.get("host") ?? "");
+    });
+    await new Promise((r) => server.once("listening", r));
+  });
+  afterAll(async () => {
+    for (const c of clients) c.terminate();
+    await hub.close();
+    await new Promise((r) => server.close(r));
+    await raw.close();
+  });
+
+  it("never touches the store: a beat is a timestamp in memory, however many arrive", async () => {
+    const { port } = server.address() as { port: number };
+    for (let i = 0; i < HOSTS; i++) {
+      const id = `storm-${i}`;
+      await raw.createHost({
+        id,
+        target: "local",
+        credentialHash: `hash-${i}`,
+        status: "offline",
+        labels: {},
+        createdAt: new Date().toISOString(),
+      });
+      const ws = new WebSocket(`ws://127.0.0.1:${port}/?host=${id}`);
+      const send = (f: object) => ws.send(JSON.stringify({ v: PROTOCOL_VERSION, ...f }));
+      // Answers every command at once: its result arrives after every frame sent before it.
+      ws.on("message", (data) => {
+        const f = JSON.parse(data.toString()) as { type: string; id?: string };
+        if (f.type === "command")
+          send({ type: "result", id: f.id, ok: true, result: { stdout: "", stderr: "" } });
+      });
+      await new Promise((r) => ws.once("open", r));
+      send(hello(id));
+      clients.push(ws);
+    }
+    await waitFor(async () => (await raw.listHosts()).every((h) => h.status === "online"));
+    // The hellos' reconciliation is done once every host answered a command sent after it.
+    const roundTrip = () =>
+      Promise.all(
+        clients.map((_, i) =>
+          hub.send(
+            `storm-${i}`,
+            "env.logs",
+            { environment: "p/e" },
+            { id: `logs-${i}-${Math.random()}`, timeoutMs: 10_000, durable: false },
+          ),
+        ),
+      );
+    await roundTrip();
+
+    counting = true;
+    for (let b = 0; b < BEATS; b++) {
+      for (const ws of clients)
+        ws.send(JSON.stringify({ v: PROTOCOL_VERSION, type: "heartbeat", ts: Date.now() }));
+    }
+    // In order on each stream: once these are answered, every beat before them was handled.
+    await roundTrip();
+    // The cp's own heartbeats went out meanwhile too (every 50 ms, in slices).
+    await new Promise((r) => setTimeout(r, 120));
+    counting = false;
+    expect(Object.fromEntries(calls)).toEqual({});
+    expect(hub.onlineCount()).toBe(HOSTS);
+
+    // The spy sees what the lifecycle does: a host going offline reads and writes its row.
+    counting = true;
+    clients[0]?.close();
+    await waitFor(() => calls.get("updateHost") === 1);
+    counting = false;
+    expect(Object.fromEntries(calls)).toEqual({ getHost: 1, updateHost: 1 });
   });
 });

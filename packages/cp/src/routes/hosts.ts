@@ -1,9 +1,40 @@
-import { Host, HostList, JoinRequest, JoinResponse, RemovedHost } from "@denv/spec";
+import {
+  DenvError,
+  HOSTS_PAGE,
+  Host,
+  HostList,
+  HostMessages,
+  JoinRequest,
+  JoinResponse,
+  NAME_PATTERN,
+  RemovedHost,
+} from "@denv/spec";
 import { z } from "zod";
 import { type Route, route } from "../http/route.js";
 import type { Services } from "../services/container.js";
+import type { HostPage } from "../services/host-service.js";
 
 const HostParams = z.object({ id: z.string() });
+
+const HostListQuery = z.object({
+  /** Hosts per page: 1 to HOSTS_PAGE.max, default HOSTS_PAGE.default. */
+  limit: z.string().optional(),
+  /** The `next` of the previous page: hosts whose id sorts after it. */
+  after: z.string().optional(),
+});
+
+/** The page a query asks for; a bad `limit` or `after` is a one-line 400 (HostMessages). */
+function hostPage(q: z.output<typeof HostListQuery>): HostPage {
+  let limit: number = HOSTS_PAGE.default;
+  if (q.limit !== undefined) {
+    limit = /^[0-9]{1,7}$/.test(q.limit) ? Number(q.limit) : 0;
+    if (limit < 1 || limit > HOSTS_PAGE.max)
+      throw new DenvError("invalid_request", HostMessages.pageLimit(HOSTS_PAGE.max));
+  }
+  if (q.after === undefined) return { limit };
+  if (!NAME_PATTERN.test(q.after)) throw new DenvError("invalid_request", HostMessages.pageAfter);
+  return { limit, after: q.after };
+}
 
 export function hostRoutes(s: Services): Route[] {
   return [
@@ -23,11 +54,15 @@ export function hostRoutes(s: Services): Route[] {
       method: "GET",
       path: "/v1/hosts",
       summary:
-        "List hosts: all of them for an admin, the hosts its projects' environments use for other tokens",
+        "List hosts, a page at a time by id: all of them for an admin, the hosts its projects' environments use for other tokens",
       tag: "hosts",
       auth: "token",
-      responses: [{ status: 200, description: "The hosts", schema: HostList }],
-      handler: async ({ principal }) => ({ status: 200, body: { hosts: await s.hosts.list(principal) } }),
+      query: HostListQuery,
+      responses: [{ status: 200, description: "A page of hosts; `next` when more follow", schema: HostList }],
+      handler: async ({ principal, query }) => ({
+        status: 200,
+        body: await s.hosts.list(principal, hostPage(query)),
+      }),
     }),
     route({
       kind: "json",

@@ -16,6 +16,7 @@ import type { Log } from "../log.js";
 import type { HostRecord, JoinTokenRecord } from "../store/records.js";
 import type { Store } from "../store/store.js";
 import { canSee, NotFound, type Principal, requireAdmin } from "./access.js";
+import type { HostListCache } from "./host-list-cache.js";
 import { presentHost } from "./present.js";
 
 /**
@@ -26,9 +27,32 @@ import { presentHost } from "./present.js";
 export async function visibleHosts(store: Store, p: Principal): Promise<HostRecord[]> {
   const hosts = await store.listHosts();
   if (p.role === "admin") return hosts;
-  const envs = await store.listEnvironments(p.project === undefined ? {} : { project: p.project });
-  const used = new Set(envs.filter((e) => canSee(p, e.project)).map((e) => e.hostId));
+  const used = await hostsInUse(store, p);
   return hosts.filter((h) => used.has(h.id));
+}
+
+/** The hosts that environments of the projects a non-admin `p` may see run on. */
+async function hostsInUse(store: Store, p: Principal): Promise<Set<string | undefined>> {
+  const envs = await store.listEnvironments(p.project === undefined ? {} : { project: p.project });
+  return new Set(envs.filter((e) => canSee(p, e.project)).map((e) => e.hostId));
+}
+
+/** A page of GET /v1/hosts: at most `limit` hosts, those whose id sorts after `after`. */
+export interface HostPage {
+  limit: number;
+  after?: string;
+}
+
+/** The index of the first host (of a list sorted by id) whose id sorts after `id`. */
+function firstAbove(hosts: readonly Host[], id: string): number {
+  let lo = 0;
+  let hi = hosts.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if ((hosts[mid] as Host).id <= id) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
 }
 
 /** Why a join token joins no host, or undefined when it may. */
@@ -47,6 +71,8 @@ function joinRefusal(token: JoinTokenRecord): string | undefined {
 export class HostService implements HostLifecycle {
   constructor(
     private readonly store: Store,
+    /** The presented list over the same store (its writes invalidate it). */
+    private readonly hosts: HostListCache,
     private readonly log: Log,
     /** Closes a host's stream now (the hub's; the hub takes this service as its lifecycle). */
     private readonly disconnect: (hostId: string, reason: string) => void,
@@ -90,12 +116,22 @@ export class HostService implements HostLifecycle {
     return host;
   }
 
-  async list(p: Principal): Promise<Host[]> {
-    const [hosts, counts] = await Promise.all([
-      visibleHosts(this.store, p),
-      this.store.countEnvironmentsByHost(),
-    ]);
-    return hosts.map((h) => presentHost(h, counts.get(h.id) ?? 0));
+  /**
+   * One page of the hosts `p` may list, by id: at most `limit` of them after the id `after`
+   * (which need not be a host that still exists). `next` is set when more follow.
+   */
+  async list(p: Principal, page: HostPage): Promise<{ hosts: Host[]; next?: string }> {
+    const all = await this.hosts.list();
+    let visible: readonly Host[] = all;
+    if (p.role !== "admin") {
+      const used = await hostsInUse(this.store, p);
+      visible = all.filter((h) => used.has(h.id));
+    }
+    const after = page.after;
+    const start = after === undefined ? 0 : firstAbove(visible, after);
+    const hosts = visible.slice(start, start + page.limit);
+    const last = hosts.at(-1);
+    return start + hosts.length < visible.length && last ? { hosts, next: last.id } : { hosts };
   }
 
   /** Placement never picks the host again; what it runs and holds stays where it is. */

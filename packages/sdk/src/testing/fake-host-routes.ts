@@ -1,4 +1,4 @@
-import { CreateJoinToken, DenvError, HostMessages, TargetKind } from "@denv/spec";
+import { CreateJoinToken, DenvError, HOSTS_PAGE, HostMessages, TargetKind } from "@denv/spec";
 import { parse, type Route, route as r, readJson, send } from "./fake-http.js";
 import type { FakeState } from "./fake-state.js";
 
@@ -53,7 +53,17 @@ export function hostRoutes(state: FakeState): Route[] {
       token.revoked_at ??= now();
       send(ctx.res, 204);
     }),
-    r("GET", "/v1/hosts", "token", (ctx) => send(ctx.res, 200, { hosts: [...state.hosts.values()] })),
+    // Pages by id, as the control plane's: `limit` (default 100) hosts after `after`, `next` when more follow.
+    r("GET", "/v1/hosts", "token", (ctx) => {
+      const limit = Number(ctx.url.searchParams.get("limit") ?? HOSTS_PAGE.default);
+      const after = ctx.url.searchParams.get("after");
+      const all = [...state.hosts.values()]
+        .filter((h) => after === null || h.id > after)
+        .sort((a, b) => (a.id < b.id ? -1 : 1));
+      const hosts = all.slice(0, limit);
+      const next = all.length > limit ? hosts.at(-1)?.id : undefined;
+      send(ctx.res, 200, { hosts, ...(next === undefined ? {} : { next }) });
+    }),
     r("POST", "/v1/hosts/:id/drain", "admin", (ctx) => {
       const h = host(ctx.params[0] ?? "");
       h.draining = true;
