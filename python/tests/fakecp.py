@@ -75,6 +75,7 @@ class FakeControlPlane:
     on_exec: Callable[[str, dict[str, Any]], dict[str, Any] | httpx.Response] | None = None
     unreadable: set[str] = field(default_factory=set)
     next_fork: int = 0
+    pools: dict[str, int] = field(default_factory=dict)
 
     # -------------------------------------------------------------- setup helpers
 
@@ -293,9 +294,32 @@ class FakeControlPlane:
             case ("DELETE", ["v1", "sandboxes", p, e]):
                 del self.environments[f"{p}/{e}"]
                 return httpx.Response(204)
+            case ("GET", ["v1", "pools"]):
+                pools = [self.pool(p) for p in sorted(self.pools)]
+                return httpx.Response(200, json={"pools": pools})
+            case ("GET", ["v1", "projects", p, "pool"]):
+                return httpx.Response(200, json=self.pool(p))
+            case ("PUT", ["v1", "projects", p, "pool"]):
+                size = json.loads(body)["size"]
+                if size is None:
+                    self.pools.pop(p, None)
+                else:
+                    self.pools[p] = size
+                return httpx.Response(200, json=self.pool(p))
             case (_, ["v1", "environments", p, e, *rest]):
                 return self.environment_route(method, f"{p}/{e}", rest, request, body)
         return error(404, "not_found", f"no route {method} {'/'.join(parts)}")
+
+    def pool(self, project: str) -> dict[str, Any]:
+        size = self.pools.get(project)
+        return {
+            "project": project,
+            "version": f"{project}@v1",
+            "size": size or 0,
+            "source": "off" if size is None else "set",
+            "ready": size or 0,
+            "filling": 0,
+        }
 
     def finish(self, dep_id: str) -> dict[str, Any]:
         dep = next((d for d in self.deployments if d["id"] == dep_id), None)

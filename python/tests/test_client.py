@@ -174,6 +174,17 @@ def test_sandboxes_by_the_count(client: denv.Client, fake: FakeControlPlane) -> 
     assert made[0].model_extra == {"placement": {"host": "h1", "reason": "fake"}}
 
 
+def test_pools_are_listed_and_sized(client: denv.Client, fake: FakeControlPlane) -> None:
+    pool = client.set_pool(2)
+    assert json.loads(fake.bodies[-1]) == {"size": 2}
+    assert (pool.project, pool.size, pool.source, pool.ready) == ("shop", 2, "set", 2)
+    assert [p.project for p in client.list_pools()] == ["shop"]
+    back = client.set_pool(None)
+    assert json.loads(fake.bodies[-1]) == {"size": None}
+    assert (back.size, back.source) == (0, "off")
+    assert client.get_pool().project == "shop"
+
+
 def test_exec_sends_the_contract(client: denv.Client, fake: FakeControlPlane) -> None:
     fake.on_exec = lambda env, req: exec_response(7, b"\xff\x00", b"err")
     res = client.exec(

@@ -16,6 +16,7 @@ import { DeploymentService } from "./services/deployment-service.js";
 import { EnvironmentService } from "./services/environment-service.js";
 import { HostListCache } from "./services/host-list-cache.js";
 import { HostService } from "./services/host-service.js";
+import { PoolService } from "./services/pool-service.js";
 import { ProjectService } from "./services/project-service.js";
 import { SandboxService } from "./services/sandbox-service.js";
 import { TargetService } from "./services/target-service.js";
@@ -29,6 +30,8 @@ export type ControlPlaneOptions = CpConfigInput & {
   log?: Log;
   /** Heartbeat interval of host streams (tests shorten it). */
   heartbeatMs?: number;
+  /** How often warm fork pools are refilled, besides after each claim (tests shorten it). */
+  poolIntervalMs?: number;
 };
 
 export interface ControlPlane {
@@ -42,6 +45,8 @@ export interface ControlPlane {
 
 /** The identity the sandbox sweeper acts as. */
 const SWEEPER: Principal = { tokenId: "system", name: "sandbox sweeper", role: "admin" };
+/** The identity warm fork pools fork and destroy as. */
+const POOLS: Principal = { tokenId: "system", name: "pools", role: "admin" };
 
 /** Starts denv-cp in this process: store, hub, engine, HTTP; resumes unfinished deployments. */
 export async function startControlPlane(options: ControlPlaneOptions): Promise<ControlPlane> {
@@ -90,11 +95,17 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
     commandTimeoutMs: config.commandTimeoutMs,
     resumeTimeoutMs: config.resumeTimeoutMs,
     afterVersion: (project) => versions.applyRetention(project),
+    afterDeploy: (project: string, size: number | undefined): Promise<void> =>
+      pools.recordFileSize(project, size),
   });
   const projects = new ProjectService(store, versions);
   const deployments = new DeploymentService(store, engine, projects, {
     spoolDir,
     maxSourceBytes: config.maxSourceBytes,
+  });
+  const pools = new PoolService(store, deployments, hub, log, POOLS, {
+    commandTimeoutMs: config.commandTimeoutMs,
+    intervalMs: options.poolIntervalMs || 2000,
   });
   const [host, port] = splitListen(config.listen);
   const services: Services = {
@@ -106,7 +117,8 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
     environments: new EnvironmentService(store, hub, projects, config.commandTimeoutMs),
     deployments,
     versions,
-    sandboxes: new SandboxService(store, deployments, hub, log),
+    sandboxes: new SandboxService(store, deployments, hub, log, pools),
+    pools,
     targets,
     hosts,
     publicUrl: config.publicUrl ?? `http://${config.listen}`,
@@ -134,6 +146,7 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
       .catch((err: unknown) => log.warn("sandbox sweep failed", { error: errorMessage(err) }));
   }, config.sandboxSweepMs);
   sweeper.unref();
+  pools.start();
   log.info("control plane started", { url, resumed });
 
   let closed: Promise<void> | undefined;
@@ -143,6 +156,7 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
     close: () => {
       closed ??= (async () => {
         clearInterval(sweeper);
+        await pools.stop();
         // The engine stops first so the commands the hub abandons leave deployments resumable.
         const drained = engine.shutdown();
         await hub.close();

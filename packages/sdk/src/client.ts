@@ -21,6 +21,8 @@ import {
   JoinToken,
   JoinTokenList,
   LogsResponse,
+  Pool,
+  PoolList,
   ProbeResult,
   Project,
   ProjectList,
@@ -316,6 +318,22 @@ export class DenvClient {
 
   deleteVersion(id: string): Promise<void> {
     return this.#http.empty("DELETE", versionPath(id));
+  }
+
+  // Pools.
+
+  /** Every project's warm fork pool (size, where it comes from, ready and filling forks). */
+  async listPools(): Promise<Pool[]> {
+    return (await this.#http.json("GET", "/v1/pools", PoolList)).pools;
+  }
+
+  getPool(project: string): Promise<Pool> {
+    return this.#http.json("GET", `/v1/projects/${enc(project)}/pool`, Pool);
+  }
+
+  /** Sets a project's pool size (admin); null goes back to its file's x-denv.pool. */
+  setPool(project: string, size: number | null): Promise<Pool> {
+    return this.#http.json("PUT", `/v1/projects/${enc(project)}/pool`, Pool, { json: { size } });
   }
 
   // Sandboxes.

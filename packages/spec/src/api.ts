@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { ExecRequest } from "./exec.js";
+import { MAX_POOL_SIZE } from "./messages.js";
 import { DeploymentKind, PhaseName } from "./phases.js";
 
 /**
@@ -63,9 +64,33 @@ export const Environment = z.object({
    * the host is offline (its `status` is what the host last said) and when it runs on no host.
    */
   reachable: z.boolean(),
+  /** A sandbox's answer: `hit` when it was a warm fork of the project's pool, `miss` when it was forked cold. */
+  pool: z.enum(["hit", "miss"]).optional(),
   created_at: z.string(),
 });
 export type Environment = z.infer<typeof Environment>;
+
+/**
+ * A project's warm fork pool (docs/how-to/warm-pools.md): forks of its current version, started,
+ * healthy and probed, that a sandbox claims instead of forking cold.
+ */
+export const Pool = z.object({
+  project: z.string(),
+  /** The version its forks are of (what a sandbox without `version` gets); absent: none yet. */
+  version: z.string().optional(),
+  /** How many ready forks it keeps. */
+  size: z.number().int().nonnegative(),
+  /** `set`: an admin's size (denv pools set); `file`: the project's x-denv.pool; `off`: neither. */
+  source: z.enum(["set", "file", "off"]),
+  /** Forks ready to be claimed. */
+  ready: z.number().int().nonnegative(),
+  /** Forks being made. */
+  filling: z.number().int().nonnegative(),
+});
+export type Pool = z.infer<typeof Pool>;
+export const PoolList = z.object({ pools: z.array(Pool) });
+/** `size: null` drops the admin's size (the file's x-denv.pool applies again). */
+export const SetPool = z.object({ size: z.number().int().min(0).max(MAX_POOL_SIZE).nullable() });
 
 export const PhaseStatus = z.enum(["pending", "running", "succeeded", "failed", "skipped"]);
 

@@ -384,6 +384,18 @@ export const TransferMessages = {
     `the transfer of ${version} from host ${from} to host ${to} failed: ${why}; nothing of it was kept on ${to}`,
 } as const;
 
+/** The most warm forks one project's pool keeps. */
+export const MAX_POOL_SIZE = 64;
+
+/** Warm fork pools (docs/how-to/warm-pools.md). */
+export const PoolMessages = {
+  /** A pooled fork whose egress probe failed at claim time: destroyed, never handed out. */
+  discarded: (member: string, why: string) =>
+    `pooled fork ${member} failed its egress probe at claim time and was destroyed, not handed out: ${why}`,
+  /** PUT /v1/projects/:project/pool with a size outside 0..MAX_POOL_SIZE. */
+  badSize: (size: string) => `a pool size is a whole number from 0 to ${MAX_POOL_SIZE}, not ${size}`,
+} as const;
+
 /** POST /v1/sandboxes with `count`. */
 export const SandboxMessages = {
   /** Sandbox `index` (1-based) of `count` failed; every one created before was destroyed. */

@@ -164,6 +164,8 @@ export const Plan = z.object({
   placement: z.record(z.string(), z.string()),
   /** Disk caps (x-denv.disk); absent in plans recorded before they existed. */
   disk: DiskCaps.optional(),
+  /** Warm forks of the project's current version kept ready for sandboxes (x-denv.pool). */
+  pool: z.number().int().nonnegative().optional(),
   /** Notes for the user (e.g. obsolete `version` ignored). Never silent drops. */
   notes: z.array(z.string()),
 });

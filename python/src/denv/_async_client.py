@@ -87,6 +87,7 @@ from ._models import (
     Environment,
     FilesResult,
     Logs,
+    Pool,
     ProbeResult,
     Project,
     VerifyResult,
@@ -766,6 +767,40 @@ class AsyncClient(ClientBase):
         await self._send("DELETE", f"/v1/versions/{q(project)}/{number}")
 
     # ------------------------------------------------------------------ sandboxes
+
+    async def list_pools(self) -> list[Pool]:
+        """Every project's warm fork pool.
+
+        Returns:
+            The pools.
+        """
+        return parse_list(Pool, await self._get_json("/v1/pools"), "pools", "/v1/pools")
+
+    async def get_pool(self, project: str | None = None) -> Pool:
+        """A project's warm fork pool.
+
+        Args:
+            project: The project (default: the configured project).
+
+        Returns:
+            The pool.
+        """
+        path = f"/v1/projects/{q(self._project(project))}/pool"
+        return parse_model(Pool, await self._get_json(path), path)
+
+    async def set_pool(self, size: int | None, project: str | None = None) -> Pool:
+        """Sets how many warm forks a project's pool keeps (admin).
+
+        Args:
+            size: 0 to 64; None goes back to the compose file's ``x-denv.pool``.
+            project: The project (default: the configured project).
+
+        Returns:
+            The pool, which then fills or shrinks to its size.
+        """
+        path = f"/v1/projects/{q(self._project(project))}/pool"
+        resp = await self._send("PUT", path, json_body={"size": size})
+        return parse_model(Pool, resp.json(), path)
 
     async def create_sandbox(
         self,

@@ -62,6 +62,7 @@ from ._models import (
     Environment,
     FilesResult,
     Logs,
+    Pool,
     ProbeResult,
     Project,
     VerifyResult,
@@ -714,6 +715,40 @@ class Client(ClientBase):
         self._send("DELETE", f"/v1/versions/{q(project)}/{number}")
 
     # ------------------------------------------------------------------ sandboxes
+
+    def list_pools(self) -> list[Pool]:
+        """Every project's warm fork pool.
+
+        Returns:
+            The pools.
+        """
+        return parse_list(Pool, self._get_json("/v1/pools"), "pools", "/v1/pools")
+
+    def get_pool(self, project: str | None = None) -> Pool:
+        """A project's warm fork pool.
+
+        Args:
+            project: The project (default: the configured project).
+
+        Returns:
+            The pool.
+        """
+        path = f"/v1/projects/{q(self._project(project))}/pool"
+        return parse_model(Pool, self._get_json(path), path)
+
+    def set_pool(self, size: int | None, project: str | None = None) -> Pool:
+        """Sets how many warm forks a project's pool keeps (admin).
+
+        Args:
+            size: 0 to 64; None goes back to the compose file's ``x-denv.pool``.
+            project: The project (default: the configured project).
+
+        Returns:
+            The pool, which then fills or shrinks to its size.
+        """
+        path = f"/v1/projects/{q(self._project(project))}/pool"
+        resp = self._send("PUT", path, json_body={"size": size})
+        return parse_model(Pool, resp.json(), path)
 
     def create_sandbox(
         self,

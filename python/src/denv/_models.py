@@ -82,6 +82,8 @@ class Environment(_Model):
         services: Its services.
         agent: Where the agent works.
         evidence: What its last deployment recorded.
+        pool: A sandbox's answer: ``hit`` when it was a warm fork of the project's pool,
+            ``miss`` when it was forked cold.
         created_at: ISO 8601 time.
     """
 
@@ -97,6 +99,7 @@ class Environment(_Model):
     services: list[ServiceRef] = Field(default_factory=list)
     agent: AgentInfo | None = None
     evidence: dict[str, Any] | None = None
+    pool: str | None = None
     created_at: str = ""
 
     @property
@@ -246,6 +249,26 @@ class Version(_Model):
     sizes: dict[str, float] = Field(default_factory=dict)
     timings: dict[str, float] = Field(default_factory=dict)
     created_at: str = ""
+
+
+class Pool(_Model):
+    """A project's warm fork pool: forks of its current version kept ready for sandboxes.
+
+    Attributes:
+        project: The project.
+        version: The version its forks are of.
+        size: How many ready forks it keeps.
+        source: ``set`` (an admin's size), ``file`` (``x-denv.pool``) or ``off``.
+        ready: Forks ready to be claimed.
+        filling: Forks being made.
+    """
+
+    project: str
+    version: str | None = None
+    size: int = 0
+    source: str = "off"
+    ready: int = 0
+    filling: int = 0
 
 
 class VerifyResult(_Model):

@@ -13,6 +13,7 @@ import { importCmd } from "./import.js";
 import { joinToken } from "./join-token.js";
 import { login } from "./login.js";
 import { logs } from "./logs.js";
+import { pools } from "./pools.js";
 import { portForward } from "./port-forward.js";
 import { projects } from "./projects.js";
 import { sandboxes } from "./sandboxes.js";
@@ -34,7 +35,7 @@ export interface HelpSection {
  */
 export const SECTIONS: HelpSection[] = [
   { heading: "CORE COMMANDS", commands: [up, down, deploy, exec, verify] },
-  { heading: "ENVIRONMENT COMMANDS", commands: [env, versions, sandboxes, cp, logs, portForward] },
+  { heading: "ENVIRONMENT COMMANDS", commands: [env, versions, sandboxes, pools, cp, logs, portForward] },
   { heading: "PROJECT COMMANDS", commands: [projects, deployments] },
   { heading: "HOST COMMANDS", commands: [targets, hosts, joinToken] },
   {

@@ -34,7 +34,7 @@ const create: CommandSpec = {
       name,
       ttl_sec: ttl,
     });
-    ctx.print(sandbox, () => environmentText(sandbox));
+    ctx.print(sandbox, () => `${environmentText(sandbox)}${sandbox.pool ? `\npool: ${sandbox.pool}` : ""}`);
     return 0;
   },
 };

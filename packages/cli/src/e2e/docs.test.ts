@@ -65,6 +65,69 @@ describe("docs/how-to pages run as written", () => {
     expect(t).toContain("lab");
   }, 60_000);
 
+  it("how-to/warm-pools.md: a sandbox claims a warm fork (pool: hit)", async () => {
+    const t = await runPage("how-to/warm-pools.md");
+    expect(t).toMatch(/pool quickstart: size 2 \(set\), 2 ready, 0 filling/);
+    expect(t).toContain("pool: hit");
+    expect(t).toMatch(/pool quickstart: size 0 \(set\), 0 ready/);
+  }, 300_000);
+
+  it("a warm fork whose host firewall was changed fails its probe at claim time and is destroyed, never handed out", async () => {
+    const set = await stack.denv(["pools", "set", "quickstart", "1", "--wait"]);
+    expect(set.code, set.stderr).toBe(0);
+    const host = stack.hostId();
+    const sh = (args: string[]) => run(args[0] as string, args.slice(1), process.env);
+    const nets = await sh([
+      "docker",
+      "network",
+      "ls",
+      "--no-trunc",
+      "--filter",
+      `label=ai.denv.host=${host}`,
+      "--format",
+      '{{.ID}} {{.Label "ai.denv.environment"}}',
+    ]);
+    const member = nets.stdout
+      .split("\n")
+      .map((l) => l.split(" "))
+      .find(([, env]) => env?.startsWith("quickstart/pool-"));
+    expect(member, nets.stdout).toBeDefined();
+    const [netId = "", memberEnv = ""] = member ?? [];
+    // The tampering: every rule that rejects the environment's traffic to the host goes.
+    const rules = (await sh(["iptables", "-w", "-S", "INPUT"])).stdout
+      .split("\n")
+      .filter((r) => r.includes(`denv:${netId.slice(0, 12)}`));
+    expect(rules.length).toBeGreaterThan(0);
+    for (const rule of rules) {
+      const spec = rule
+        .replace(/^-A /, "-D ")
+        .split(" ")
+        .map((a) => a.replace(/^"|"$/g, ""));
+      const del = await sh(["iptables", "-w", ...spec]);
+      expect(del.code, del.stderr).toBe(0);
+    }
+
+    const r = await stack.json<{ id: string; pool: string; evidence: { pool?: unknown } }>([
+      "sandboxes",
+      "create",
+      "quickstart",
+      "--name",
+      "after-tamper",
+    ]);
+    expect(r.pool).toBe("miss");
+    expect(r.evidence.pool).toBeUndefined();
+    // The member is gone from the host, its network with it.
+    const until = Date.now() + 60_000;
+    for (;;) {
+      const left = await sh(["docker", "ps", "-aq", "--filter", `label=ai.denv.environment=${memberEnv}`]);
+      if (left.stdout.trim() === "") break;
+      if (Date.now() > until) throw new Error(`pool member ${memberEnv} was not destroyed`);
+      await new Promise((res) => setTimeout(res, 250));
+    }
+    expect((await stack.denv(["pools", "set", "quickstart", "0", "--wait"])).code).toBe(0);
+    expect((await stack.denv(["sandboxes", "rm", "quickstart/after-tamper"])).code).toBe(0);
+  }, 300_000);
+
   it("tutorials/quickstart.md shows only commands that scripts/quickstart runs", () => {
     const page = readFileSync(path.join(repo, "docs/tutorials/quickstart.md"), "utf8");
     const script = readFileSync(path.join(repo, "scripts/quickstart"), "utf8");

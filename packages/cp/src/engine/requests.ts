@@ -27,6 +27,8 @@ export const ForkState = z.object({
   version: z.string(),
   source_environment: z.string().optional(),
   sandbox: z.object({ expires_at: z.string() }).optional(),
+  /** A warm fork of the project's pool (PoolService), waiting for a sandbox claim. */
+  pool: z.boolean().optional(),
 });
 
 export const RollbackState = z.object({ version: z.string() });

@@ -33,6 +33,8 @@ export interface EngineDeps {
   resumeTimeoutMs: number;
   /** Called after a deployment recorded a version (the retention policy runs there). */
   afterVersion(project: string): Promise<void>;
+  /** Called after a deploy succeeded, with the pool size its file asks for (x-denv.pool). */
+  afterDeploy?(project: string, poolSize: number | undefined): Promise<void>;
 }
 
 export interface CommandOptions {

@@ -5,6 +5,7 @@ import { environmentRoutes } from "./environments.js";
 import { execRoutes } from "./exec.js";
 import { fileRoutes } from "./files.js";
 import { hostRoutes } from "./hosts.js";
+import { poolRoutes } from "./pools.js";
 import { projectRoutes } from "./projects.js";
 import { sandboxRoutes } from "./sandboxes.js";
 import { systemRoutes } from "./system.js";
@@ -24,6 +25,7 @@ export function allRoutes(s: Services, openapi: () => unknown): Route[] {
     ...fileRoutes(s),
     ...versionRoutes(s),
     ...sandboxRoutes(s),
+    ...poolRoutes(s),
     ...targetRoutes(s),
     ...hostRoutes(s),
   ];

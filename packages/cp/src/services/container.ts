@@ -5,6 +5,7 @@ import type { AuthService } from "./auth-service.js";
 import type { DeploymentService } from "./deployment-service.js";
 import type { EnvironmentService } from "./environment-service.js";
 import type { HostService } from "./host-service.js";
+import type { PoolService } from "./pool-service.js";
 import type { ProjectService } from "./project-service.js";
 import type { SandboxService } from "./sandbox-service.js";
 import type { TargetService } from "./target-service.js";
@@ -21,6 +22,7 @@ export interface Services {
   deployments: DeploymentService;
   versions: VersionService;
   sandboxes: SandboxService;
+  pools: PoolService;
   targets: TargetService;
   hosts: HostService;
   /** The URL clients and hosts reach this control plane at. */

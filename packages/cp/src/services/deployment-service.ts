@@ -99,6 +99,7 @@ export class DeploymentService {
     versionRef: string | undefined,
     name: string | undefined,
     sandbox?: { expires_at: string },
+    pool?: boolean,
   ): Promise<DeploymentRecord> {
     await this.projects.require(p, project);
     const version = await this.resolveVersion(p, project, sourceEnv, versionRef);
@@ -116,6 +117,7 @@ export class DeploymentService {
         version,
         ...(sourceEnv ? { source_environment: `${project}/${sourceEnv}` } : {}),
         sandbox: sandbox || undefined,
+        ...(pool ? { pool: true } : {}),
       },
     });
   }
@@ -223,7 +225,7 @@ export class DeploymentService {
   }
 
   /** `PROJECT@vN`, `N`, or (absent) the version `sourceEnv` runs, else the project's newest. */
-  private async resolveVersion(
+  async resolveVersion(
     p: Principal,
     project: string,
     sourceEnv: string | undefined,

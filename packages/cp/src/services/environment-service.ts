@@ -51,7 +51,10 @@ export class EnvironmentService {
 
   async list(p: Principal, project: string): Promise<Environment[]> {
     await this.projects.require(p, project);
-    return (await this.store.listEnvironments({ project })).map((e) => presentEnvironment(e, this.online));
+    // A pool's warm forks are not environments of the project until a sandbox claims one.
+    return (await this.store.listEnvironments({ project, pool: false })).map((e) =>
+      presentEnvironment(e, this.online),
+    );
   }
 
   private readonly online = (hostId: string) => this.hub.isOnline(hostId);

@@ -39,6 +39,9 @@ export function presentEnvironment(e: EnvironmentRecord, online: (hostId: string
     agent: e.agent || undefined,
     evidence: e.evidence || undefined,
     reachable: e.hostId ? online(e.hostId) : false,
+    ...(e.sandbox
+      ? { pool: (e.evidence?.pool as { claim?: string } | undefined)?.claim === "hit" ? "hit" : "miss" }
+      : {}),
     created_at: e.createdAt,
   });
 }

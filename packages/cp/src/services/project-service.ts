@@ -47,7 +47,8 @@ export class ProjectService {
   async delete(p: Principal, name: string): Promise<void> {
     requireAdmin(p);
     await this.require(p, name);
-    const envs = await this.store.listEnvironments({ project: name });
+    // A pool's warm forks do not hold the project back: set its pool to 0 and they go.
+    const envs = await this.store.listEnvironments({ project: name, pool: false });
     if (envs.length > 0) {
       throw new DenvError("conflict", ControlPlaneMessages.projectHasEnvironments(name, envs.length));
     }

@@ -1,5 +1,6 @@
 import {
   type CreateSandbox,
+  checkName,
   DenvError,
   type Environment,
   type ErrorCode,
@@ -10,11 +11,13 @@ import {
 } from "@denv/spec";
 import type { z } from "zod";
 import type { HostHub } from "../hub/hub.js";
+import { randomToken } from "../ids.js";
 import { errorMessage, type Log } from "../log.js";
 import type { DeploymentRecord } from "../store/records.js";
 import type { Store } from "../store/store.js";
 import { assertScope, canSee, NotFound, type Principal } from "./access.js";
 import type { DeploymentService } from "./deployment-service.js";
+import type { PoolService } from "./pool-service.js";
 import { presentEnvironment } from "./present.js";
 
 /** A failed deployment's error, raised to the caller that waited for it. */
@@ -49,6 +52,7 @@ export class SandboxService {
     private readonly deployments: DeploymentService,
     private readonly hub: Pick<HostHub, "isOnline">,
     private readonly log: Log,
+    private readonly pools?: PoolService,
   ) {}
 
   private readonly online = (hostId: string) => this.hub.isOnline(hostId);
@@ -120,16 +124,27 @@ export class SandboxService {
     expiresAt: string,
   ): Promise<Outcome> {
     const alpha = await this.store.getEnvironment(`${req.project}/alpha`);
+    const sourceEnv = req.version === undefined && alpha?.version ? "alpha" : undefined;
+    if (this.pools) {
+      try {
+        const version = await this.deployments.resolveVersion(p, req.project, sourceEnv, req.version);
+        const sandboxName = checkName("environment", name ?? `sbx-${randomToken(4).slice(0, 6)}`);
+        if (!(await this.store.getEnvironment(`${req.project}/${sandboxName}`))) {
+          const hit = await this.pools.claim(req.project, version, sandboxName, expiresAt);
+          if (hit)
+            return { ok: true, env: presentEnvironment(hit.env, this.online), placement: hit.placement };
+          name = sandboxName;
+        }
+      } catch (err) {
+        if (!(err instanceof DenvError)) throw err;
+        return { ok: false, sandbox: name ? `${req.project}/${name}` : req.project, error: err };
+      }
+    }
     let d: DeploymentRecord;
     try {
-      d = await this.deployments.startFork(
-        p,
-        req.project,
-        req.version === undefined && alpha?.version ? "alpha" : undefined,
-        req.version,
-        name,
-        { expires_at: expiresAt },
-      );
+      d = await this.deployments.startFork(p, req.project, sourceEnv, req.version, name, {
+        expires_at: expiresAt,
+      });
     } catch (err) {
       if (!(err instanceof DenvError)) throw err;
       return { ok: false, sandbox: name ? `${req.project}/${name}` : req.project, error: err };

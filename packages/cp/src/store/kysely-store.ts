@@ -9,6 +9,7 @@ import type {
   HostRecord,
   JoinTokenRecord,
   LogRecord,
+  PoolRecord,
   ProjectRecord,
   TargetRecord,
   TokenRecord,
@@ -23,6 +24,7 @@ import {
   hostToRow,
   joinTokenFromRow,
   joinTokenToRow,
+  poolFromRow,
   projectFromRow,
   targetFromRow,
   tokenFromRow,
@@ -132,6 +134,7 @@ export class KyselyStore implements Store {
   }
 
   async deleteProject(name: string): Promise<boolean> {
+    await this.db.deleteFrom("pools").where("project", "=", name).execute();
     const r = await this.db.deleteFrom("projects").where("name", "=", name).executeTakeFirst();
     return r.numDeletedRows > 0n;
   }
@@ -148,6 +151,30 @@ export class KyselyStore implements Store {
   }
 
   // ---- environments
+
+  async getPool(project: string): Promise<PoolRecord | undefined> {
+    const r = await this.db.selectFrom("pools").selectAll().where("project", "=", project).executeTakeFirst();
+    return r && poolFromRow(r);
+  }
+
+  async listPools(): Promise<PoolRecord[]> {
+    return (await this.db.selectFrom("pools").selectAll().orderBy("project").execute()).map(poolFromRow);
+  }
+
+  async putPool(p: PoolRecord): Promise<void> {
+    const row = {
+      project: p.project,
+      size_file: p.sizeFile ?? null,
+      size_set: p.sizeSet ?? null,
+      updated_at: p.updatedAt,
+    };
+    const { project: _project, ...rest } = row;
+    await this.db
+      .insertInto("pools")
+      .values(row)
+      .onConflict((oc) => oc.column("project").doUpdateSet(rest))
+      .execute();
+  }
 
   async putEnvironment(e: EnvironmentRecord): Promise<void> {
     const row = environmentToRow(e);
@@ -169,6 +196,7 @@ export class KyselyStore implements Store {
     if (filter.project !== undefined) q = q.where("project", "=", filter.project);
     if (filter.hostId !== undefined) q = q.where("host_id", "=", filter.hostId);
     if (filter.sandbox !== undefined) q = q.where("sandbox", "=", filter.sandbox ? 1 : 0);
+    if (filter.pool !== undefined) q = q.where("pool", "=", filter.pool ? 1 : 0);
     if (filter.expiredBefore !== undefined) q = q.where("expires_at", "<", filter.expiredBefore);
     const rows = await q.orderBy("created_at").orderBy("id").execute();
     return rows.map(environmentFromRow);

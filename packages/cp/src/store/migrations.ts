@@ -157,6 +157,23 @@ const migrations: Record<string, Migration> = {
       );
     },
   },
+  // Warm fork pools: an environment kept started and probed for a sandbox claim is marked
+  // `pool`; a project's pool size comes from its file (x-denv.pool) or an admin's override.
+  "0004_pools": {
+    async up(db: Kysely<unknown>): Promise<void> {
+      await db.schema
+        .alterTable("environments")
+        .addColumn("pool", "integer", (c) => c.notNull().defaultTo(0))
+        .execute();
+      await db.schema
+        .createTable("pools")
+        .addColumn("project", "text", (c) => c.primaryKey())
+        .addColumn("size_file", "integer")
+        .addColumn("size_set", "integer")
+        .addColumn("updated_at", "text", (c) => c.notNull())
+        .execute();
+    },
+  },
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -38,11 +38,21 @@ export interface EnvironmentRecord {
   version?: string;
   parentVersion?: string;
   sandbox: boolean;
+  /** A warm fork of its project's pool, waiting for a sandbox claim (never listed as an environment). */
+  pool?: boolean;
   expiresAt?: string;
   services: Environment["services"];
   agent?: Environment["agent"];
   evidence?: Record<string, unknown>;
   createdAt: string;
+  updatedAt: string;
+}
+
+/** A project's pool: the size its file asks for (x-denv.pool) and an admin's override. */
+export interface PoolRecord {
+  project: string;
+  sizeFile?: number;
+  sizeSet?: number;
   updatedAt: string;
 }
 

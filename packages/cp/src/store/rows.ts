@@ -4,6 +4,7 @@ import type {
   EnvironmentRecord,
   HostRecord,
   JoinTokenRecord,
+  PoolRecord,
   ProjectRecord,
   TargetRecord,
   TokenRecord,
@@ -60,6 +61,15 @@ export function projectFromRow(r: Row<"projects">): ProjectRecord {
   };
 }
 
+export function poolFromRow(r: Row<"pools">): PoolRecord {
+  return {
+    project: r.project,
+    ...(r.size_file !== null ? { sizeFile: Number(r.size_file) } : {}),
+    ...(r.size_set !== null ? { sizeSet: Number(r.size_set) } : {}),
+    updatedAt: r.updated_at,
+  };
+}
+
 export function environmentFromRow(r: Row<"environments">): EnvironmentRecord {
   return {
     id: r.id,
@@ -71,6 +81,7 @@ export function environmentFromRow(r: Row<"environments">): EnvironmentRecord {
     ...opt("version", r.version),
     ...opt("parentVersion", r.parent_version),
     sandbox: Number(r.sandbox) === 1,
+    ...(Number(r.pool) === 1 ? { pool: true } : {}),
     ...opt("expiresAt", r.expires_at),
     services: json(r.services),
     ...opt("agent", jsonOrUndefined<EnvironmentRecord["agent"]>(r.agent) ?? null),
@@ -91,6 +102,7 @@ export function environmentToRow(e: EnvironmentRecord): Row<"environments"> {
     version: e.version ?? null,
     parent_version: e.parentVersion ?? null,
     sandbox: e.sandbox ? 1 : 0,
+    pool: e.pool ? 1 : 0,
     expires_at: e.expiresAt ?? null,
     services: JSON.stringify(e.services),
     agent: e.agent ? JSON.stringify(e.agent) : null,

@@ -19,6 +19,12 @@ export interface Database {
     version_seq: number;
     created_at: string;
   };
+  pools: {
+    project: string;
+    size_file: number | null;
+    size_set: number | null;
+    updated_at: string;
+  };
   environments: {
     id: string;
     project: string;
@@ -29,6 +35,7 @@ export interface Database {
     version: string | null;
     parent_version: string | null;
     sandbox: number;
+    pool: number;
     expires_at: string | null;
     services: string;
     agent: string | null;

@@ -5,6 +5,7 @@ import type {
   HostRecord,
   JoinTokenRecord,
   LogRecord,
+  PoolRecord,
   ProjectRecord,
   TargetRecord,
   TokenRecord,
@@ -15,6 +16,8 @@ export interface EnvironmentFilter {
   project?: string;
   hostId?: string;
   sandbox?: boolean;
+  /** Pool members only (true) or none of them (false); absent: both. */
+  pool?: boolean;
   /** Only environments whose sandbox TTL ended before this instant (ISO). */
   expiredBefore?: string;
 }
@@ -39,6 +42,11 @@ export interface Store {
   deleteProject(name: string): Promise<boolean>;
   /** Reserves the project's next version number (atomic; numbers are never reused). */
   nextVersionNumber(project: string): Promise<number>;
+
+  /** A project's pool settings; put replaces them. */
+  getPool(project: string): Promise<PoolRecord | undefined>;
+  listPools(): Promise<PoolRecord[]>;
+  putPool(p: PoolRecord): Promise<void>;
 
   putEnvironment(e: EnvironmentRecord): Promise<void>;
   getEnvironment(id: string): Promise<EnvironmentRecord | undefined>;

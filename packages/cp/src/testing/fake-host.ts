@@ -42,6 +42,8 @@ export interface FakeHostOptions {
   grantDelayMs?: number;
   /** Bytes env.files.get sends. */
   fileBytes?: number;
+  /** The x-denv.pool its deploys' validate phase reports (the file asks for warm forks). */
+  validatePool?: number;
   /** What the hello claims, when it differs from the join request (a rogue host). */
   helloLabels?: Record<string, string>;
   capacity?: { cpus: number; memory_bytes: number; disk_free_bytes: number; pids?: number };
@@ -278,7 +280,11 @@ export class FakeHost {
       this.send({ v: PROTOCOL_VERSION, type: "progress", id: c.id, phase });
       await new Promise((r) => setTimeout(r, this.o.stepDelayMs ?? 2));
       this.send({ v: PROTOCOL_VERSION, type: "progress", id: c.id, line: `${phase} done` });
-      const evidence = phaseEvidence(phase, { ...produced, host: this.id });
+      const base = phaseEvidence(phase, { ...produced, host: this.id });
+      const evidence =
+        phase === "validate" && this.o.validatePool !== undefined
+          ? { ...base, pool: this.o.validatePool }
+          : base;
       this.send({ v: PROTOCOL_VERSION, type: "progress", id: c.id, ended: phase, evidence });
     }
   }

@@ -57,6 +57,9 @@ export class Api {
   post(path: string, body?: unknown) {
     return this.call("POST", path, body);
   }
+  put(path: string, body?: unknown) {
+    return this.call("PUT", path, body);
+  }
   del(path: string) {
     return this.call("DELETE", path);
   }

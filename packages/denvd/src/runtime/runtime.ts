@@ -134,7 +134,11 @@ export class Runtime {
     // Caps and a sandbox the host cannot give are refused before anything is built.
     await decideDiskCaps(ctx, plan);
     await sandboxRuntime(ctx, plan);
-    phase.end("validate", { services: plan.services.map((s) => s.name), agent: plan.agent.service });
+    phase.end("validate", {
+      services: plan.services.map((s) => s.name),
+      agent: plan.agent.service,
+      ...(plan.pool !== undefined ? { pool: plan.pool } : {}),
+    });
     return ctx.locks.with(id, async () => {
       if (await ctx.records.getEnvironment(id)) {
         throw new DenvError(

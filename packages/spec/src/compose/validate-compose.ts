@@ -173,6 +173,7 @@ export function validateCompose(text: string, ctx: ComposeContext): ValidateResu
     snapshotVolumes: x.snapshotVolumes ?? volumes,
     placement: x.placement,
     disk: x.disk,
+    ...(x.pool !== undefined ? { pool: x.pool } : {}),
     notes: findings.notes,
   } satisfies Plan);
   return { ok: true, plan, notes: plan.notes };

@@ -1,4 +1,10 @@
-import { ComposeMessages, ComposeReasons, DefaultCaps, DefaultDiskBytes } from "../messages.js";
+import {
+  ComposeMessages,
+  ComposeReasons,
+  DefaultCaps,
+  DefaultDiskBytes,
+  MAX_POOL_SIZE,
+} from "../messages.js";
 import type { AgentPlan, AgentSandbox, DiskCaps, ProjectKind, Resources, ServicePlan } from "../plan.js";
 import { isRootUser } from "../users.js";
 import type { Findings, Refuse } from "./findings.js";
@@ -19,6 +25,8 @@ export interface XDenv {
   snapshotVolumes?: string[];
   placement: Record<string, string>;
   disk: DiskCaps;
+  /** Warm forks kept ready for sandbox claims (x-denv.pool); undefined: none asked for. */
+  pool?: number;
 }
 
 export const X_DENV_KEYS = [
@@ -30,6 +38,7 @@ export const X_DENV_KEYS = [
   "snapshot",
   "placement",
   "disk",
+  "pool",
 ] as const;
 
 const AGENT_DEFAULT_USER = "1000";
@@ -92,6 +101,15 @@ export function parseXDenv(raw: unknown, findings: Findings, volumes: ReadonlySe
             refuse(`placement.${label}`, ComposeReasons.expected("a label value", describe(v)));
           else put(x.placement, label, text);
         }
+        break;
+      case "pool":
+        if (typeof value === "number" && Number.isInteger(value) && value >= 0 && value <= MAX_POOL_SIZE)
+          x.pool = value;
+        else
+          refuse(
+            key,
+            ComposeReasons.expected(`a whole number of forks from 0 to ${MAX_POOL_SIZE}`, describe(value)),
+          );
         break;
       default:
         refuse(key, ComposeReasons.unknownKey);

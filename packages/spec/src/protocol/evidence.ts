@@ -179,7 +179,12 @@ export type HostPhaseName = z.infer<typeof HostPhaseName>;
 export const PhaseEvidence = {
   "resolve source": z.object({ source: z.object({ entries: Count, bytes: Count, compressed: z.boolean() }) }),
   /** The services of the validated plan, in start order, and the agent service. */
-  validate: z.object({ services: z.array(z.string()), agent: z.string() }),
+  validate: z.object({
+    services: z.array(z.string()),
+    agent: z.string(),
+    /** x-denv.pool, when the file asks for warm forks. */
+    pool: z.number().int().nonnegative().optional(),
+  }),
   /** Image id per service, and where the builds ran (absent when nothing was built). */
   build: z.object({ digests: ByService, builds: BuildEvidence.optional() }),
   place: z.object({ host: z.string() }),

@@ -75,6 +75,11 @@ export const deploy: KindRunner = {
       fromHost(base, created, { hostId: place.hostId, hostEnv, version: version.id }),
     );
     await ctx.deps.afterVersion(project);
+    // The file's x-denv.pool, as the host read it, is the project's pool size by default.
+    const validated = ctx.d.phases.find((ph) => ph.name === "validate")?.evidence as
+      | { pool?: unknown }
+      | undefined;
+    await ctx.deps.afterDeploy?.(project, typeof validated?.pool === "number" ? validated.pool : undefined);
     return environmentResult(env);
   },
 

@@ -75,6 +75,7 @@ export const fork: KindRunner = {
           version: req.version,
           parentVersion: req.version,
           ...(req.sandbox ? { sandbox: true, expiresAt: req.sandbox.expires_at } : {}),
+          ...(req.pool ? { pool: true } : {}),
         }),
       );
       return true;
