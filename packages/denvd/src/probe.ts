@@ -4,16 +4,19 @@ import type { ContainerState, DockerClient } from "./docker/docker-client.js";
 import type { Canary } from "./host/canary.js";
 import { engineLeaksInternalDns, loopbackNameservers } from "./host/dns-leak.js";
 import { hasRejectRule } from "./host/firewall.js";
-import { routeExists, routes, tcpConnects } from "./host/netns.js";
+import { lookupAndConnect, type Route, type RouteLookup, routes } from "./host/netns.js";
 import type { EnvironmentRecord } from "./records.js";
 import { readContainerFile } from "./runtime/principals.js";
 
 /**
- * The egress probe (protection 5). It inspects and never sends traffic off the machine: route
- * lookups (`ip route get` is a table lookup), IPv6 addresses, the resolver path (the service's
- * resolv.conf, read through the engine's archive API, and whether the engine's embedded DNS
- * leaks names from internal networks), the network's settings, the host firewall rule, and one
- * TCP connect to denvd's own canary through the environment's gateway.
+ * The egress probe (protection 5). It inspects and never sends traffic off the machine: the
+ * network's settings and the host firewall rule, and per service its routing table (procfs),
+ * route lookups for an outside address and for the gateway (`ip route get` is a table lookup),
+ * IPv6 addresses, the resolver path (the service's resolv.conf, read through the engine's
+ * archive API, and whether the engine's embedded DNS leaks names from internal networks), the
+ * networks it is attached to; then TCP connects to denvd's own canary through the environment's
+ * gateway, one per distinct path to the gateway (below). Everything that does not depend on
+ * another answer runs at once.
  */
 
 /** Docker's embedded DNS server, the only resolver a service of an environment network may use. */
@@ -28,6 +31,11 @@ export interface ServiceProbe {
   defaultRoute: boolean;
   routeOut: boolean;
   canaryReached: boolean;
+  /**
+   * The service whose connect to the canary stands for this one: itself, or a service with the
+   * same path to the gateway (see `gatewayPath`).
+   */
+  canaryFrom: string;
   nameservers: string[];
   /** IPv6 addresses other than loopback (there should be none). */
   ipv6: string[];
@@ -51,6 +59,33 @@ export interface ProbeResult {
   durationMs: number;
 }
 
+/**
+ * What decides whether a packet from a service's namespace to the canary is rejected: the host
+ * rejects new connections arriving from the environment's bridge, whatever their source, so a
+ * service reaches the host exactly when its packets to the gateway leave through that bridge
+ * unrejected. Services attached to the same networks (the environment's alone, else a finding)
+ * whose kernel routes the gateway the same way (same interface, no router) send them the same
+ * way: one connect answers for all of them. No service can change its routes or rules: none has
+ * CAP_NET_ADMIN (cap_add is refused). A service on any other path connects itself.
+ */
+function gatewayPath(lookup: RouteLookup | null, networks: string[]): string {
+  return JSON.stringify([lookup?.dev ?? null, lookup?.gateway ?? null, [...networks].sort()]);
+}
+
+interface Inspected {
+  service: string;
+  pid: number;
+  table: Route[];
+  defaultRoute: boolean;
+  routeOut: boolean;
+  path: string;
+  /** The connect made with the lookups (the representative's), else undefined. */
+  connected: boolean | undefined;
+  nameservers: string[];
+  ipv6: string[];
+  networks: string[];
+}
+
 export async function probeEgress(
   docker: DockerClient,
   canary: Canary,
@@ -58,55 +93,99 @@ export async function probeEgress(
 ): Promise<ProbeResult> {
   const started = Date.now();
   const findings: string[] = [];
-  const net = await docker.networks.info(env.network.id);
-  const internal = net?.internal ?? false;
-  if (!internal) findings.push(EgressFindings.notInternal(env.network.name));
-  const rejectRule = await hasRejectRule(env.network.id);
   canary.drain();
+  const target = { host: env.network.gateway, port: canary.port };
+  const probed = env.plan.services.filter((svc) => svc.networkMode !== "none").map((svc) => svc.name);
+  // The agent's own connect stands for the services on its path (any service when it has no network).
+  const representative = probed.includes(env.plan.agent.service) ? env.plan.agent.service : probed[0];
 
-  const services: ServiceProbe[] = [];
-  for (const svc of env.plan.services) {
-    if (svc.networkMode === "none") continue;
-    const id = env.containers[svc.name];
+  const inspect = async (service: string): Promise<Inspected | undefined> => {
+    const id = env.containers[service];
     const state = id ? await docker.containers.inspect(id) : undefined;
-    if (!state?.running || state.pid <= 0) continue;
-    const table = await routes(state.pid);
-    const defaultRoute = table.some((r) => r.dst === "default");
-    const routeOut = !defaultRoute && (await routeExists(state.pid, OUTSIDE_ADDRESS));
-    const canaryReached = await tcpConnects(state.pid, env.network.gateway, canary.port);
-    const resolv = await resolverConfig(docker, state);
-    const nameservers = [...resolv.matchAll(/^nameserver\s+(\S+)/gm)].map((m) => m[1] as string);
-    const ipv6 = await ipv6Addresses(state.pid);
-    const networks = Object.keys(state.networks);
-    if (defaultRoute) findings.push(EgressFindings.defaultRoute(svc.name));
-    if (routeOut) findings.push(EgressFindings.routeOut(svc.name));
-    if (canaryReached) findings.push(EgressFindings.hostReachable(svc.name));
-    for (const address of ipv6) findings.push(EgressFindings.ipv6Address(svc.name, address));
-    for (const ns of nameservers.filter((n) => n !== EMBEDDED_DNS)) {
-      findings.push(EgressFindings.resolverOutside(svc.name, ns));
-    }
-    for (const other of networks.filter((n) => n !== env.network.name)) {
-      findings.push(EgressFindings.extraNetwork(svc.name, other));
-    }
-    services.push({
-      service: svc.name,
-      routes: table.map(
-        (r) => `${r.dst}${r.gateway ? ` via ${r.gateway}` : ""}${r.dev ? ` dev ${r.dev}` : ""}`,
+    if (!state?.running || state.pid <= 0) return undefined;
+    const [table, found, resolv, ipv6] = await Promise.all([
+      routes(state.pid),
+      lookupAndConnect(
+        state.pid,
+        [OUTSIDE_ADDRESS, env.network.gateway],
+        service === representative ? target : undefined,
       ),
+      resolverConfig(docker, state),
+      ipv6Addresses(state.pid),
+    ]);
+    const networks = Object.keys(state.networks);
+    const defaultRoute = table.some((r) => r.dst === "default");
+    return {
+      service,
+      pid: state.pid,
+      table,
       defaultRoute,
-      routeOut,
-      canaryReached,
-      nameservers,
+      routeOut: !defaultRoute && found.lookups[0] !== null,
+      path: gatewayPath(found.lookups[1] ?? null, networks),
+      connected: service === representative ? found.connected : undefined,
+      nameservers: [...resolv.matchAll(/^nameserver\s+(\S+)/gm)].map((m) => m[1] as string),
       ipv6,
       networks,
-    });
+    };
+  };
+  const [net, rejectRule, resolver, inspected] = await Promise.all([
+    docker.networks.info(env.network.id),
+    hasRejectRule(env.network.id),
+    resolverPath(docker),
+    Promise.all(probed.map(inspect)),
+  ]);
+  const internal = net?.internal ?? false;
+  if (!internal) findings.push(EgressFindings.notInternal(env.network.name));
+  const running = inspected.filter((s): s is Inspected => s !== undefined);
+
+  // A path the representative's connect did not cover gets one of its own, from its first service.
+  const reached = new Map<string, { from: string; reached: boolean }>();
+  for (const s of running) {
+    if (s.connected !== undefined) reached.set(s.path, { from: s.service, reached: s.connected });
   }
+  const uncovered = new Map<string, Inspected>();
+  for (const s of running) if (!reached.has(s.path) && !uncovered.has(s.path)) uncovered.set(s.path, s);
+  await Promise.all(
+    [...uncovered.values()].map(async (s) => {
+      s.connected = (await lookupAndConnect(s.pid, [], target)).connected;
+      reached.set(s.path, { from: s.service, reached: s.connected });
+    }),
+  );
+
+  const services: ServiceProbe[] = running.map((s) => {
+    const canary =
+      s.connected !== undefined ? { from: s.service, reached: s.connected } : reached.get(s.path);
+    const canaryReached = canary?.reached ?? false;
+    if (s.defaultRoute) findings.push(EgressFindings.defaultRoute(s.service));
+    if (s.routeOut) findings.push(EgressFindings.routeOut(s.service));
+    // On a shared path the representative's packets are this service's: the finding is its own too.
+    if (canaryReached) findings.push(EgressFindings.hostReachable(s.service));
+    for (const address of s.ipv6) findings.push(EgressFindings.ipv6Address(s.service, address));
+    for (const ns of s.nameservers.filter((n) => n !== EMBEDDED_DNS)) {
+      findings.push(EgressFindings.resolverOutside(s.service, ns));
+    }
+    for (const other of s.networks.filter((n) => n !== env.network.name)) {
+      findings.push(EgressFindings.extraNetwork(s.service, other));
+    }
+    return {
+      service: s.service,
+      routes: s.table.map(
+        (r) => `${r.dst}${r.gateway ? ` via ${r.gateway}` : ""}${r.dev ? ` dev ${r.dev}` : ""}`,
+      ),
+      defaultRoute: s.defaultRoute,
+      routeOut: s.routeOut,
+      canaryReached,
+      canaryFrom: canary?.from ?? s.service,
+      nameservers: s.nameservers,
+      ipv6: s.ipv6,
+      networks: s.networks,
+    };
+  });
   // A connection the canary saw but the connect above did not report (e.g. a half-open) still counts.
   const hits = canary.drain();
   if (hits.length > 0 && !services.some((s) => s.canaryReached)) {
     findings.push(EgressFindings.hostReachable(env.plan.agent.service));
   }
-  const resolver = await resolverPath(docker);
   if (resolver.embeddedDnsLeaks && services.some((s) => s.nameservers.includes(EMBEDDED_DNS))) {
     findings.push(EgressFindings.dnsLeak(resolver.engine));
   }

@@ -116,7 +116,10 @@ describe("the five protections", () => {
         expect(s.defaultRoute).toBe(false);
         expect(s.canaryReached).toBe(false);
         expect(s.routes.some((r) => r.startsWith("default"))).toBe(false);
+        // Both route to the gateway the same way on the one network: the agent's connect answers for both.
+        expect(s.canaryFrom).toBe("main");
       }
+      expect(probe.services.map((s) => s.service)).toEqual(["main", "db"]);
       // The agent sees no route off the machine: the kernel refuses before sending anything.
       const r = await rt.exec(env, { cmd: ["bash", "-c", "exec 3<>/dev/tcp/192.0.2.1/80; echo rc=$?"] });
       expect(r.stdout.toString() + r.stderr.toString()).toContain("Network is unreachable");
@@ -167,6 +170,9 @@ describe("the five protections", () => {
         const probe = await rt.probeEgress(env);
         expect(probe.ok).toBe(false);
         expect(probe.findings).toContain(EgressFindings.extraNetwork("main", `${info.network.name}-leak`));
+        // main's path differs now: db's own connect answers for db.
+        expect(probe.services.find((s) => s.service === "db")?.canaryFrom).toBe("db");
+        expect(probe.services.find((s) => s.service === "main")?.canaryFrom).toBe("main");
       } finally {
         await rt.host.docker.networks.disconnect(net.id, main);
         await rt.host.docker.networks.remove(net.id);

@@ -1,21 +1,58 @@
+import { readFile } from "node:fs/promises";
 import { run } from "./run.js";
 
 /**
- * Operations inside a container's network namespace, run from the host with nsenter -n (only
- * the network namespace is entered: the host's `ip` and `bash` are used, no tool is needed in
- * the image).
+ * Operations inside a container's network namespace, run from the host: reads of the kernel's
+ * view of it through procfs (`/proc/PID/net/*` shows the namespace of PID), and nsenter -n
+ * where something must run in it (only the network namespace is entered: the host's `ip` and
+ * `bash` are used, no tool is needed in the image).
  */
 
-interface Route {
+export interface Route {
   dst: string;
   gateway?: string;
   dev?: string;
 }
 
+/**
+ * The IPv4 routes of the namespace's main table (what `ip route show` prints), read from
+ * `/proc/PID/net/route` without starting a process.
+ */
 export async function routes(pid: number): Promise<Route[]> {
-  const r = await run("nsenter", ["-t", String(pid), "-n", "ip", "-j", "route", "show"]);
-  if (r.code !== 0) throw new Error(`cannot read routes of pid ${pid}: ${r.stderr.trim()}`);
-  return JSON.parse(r.stdout || "[]") as Route[];
+  let table: string;
+  try {
+    table = await readFile(`/proc/${pid}/net/route`, "utf8");
+  } catch (err) {
+    throw new Error(`cannot read routes of pid ${pid}: ${(err as Error).message}`);
+  }
+  return parseRouteTable(table);
+}
+
+/** `/proc/net/route`: one line per route, addresses as little-endian hex words. */
+export function parseRouteTable(table: string): Route[] {
+  const out: Route[] = [];
+  for (const line of table.split("\n").slice(1)) {
+    const [dev, dst, gateway, flags, , , , mask] = line.trim().split(/\s+/);
+    if (dev === undefined || dst === undefined || mask === undefined || gateway === undefined) continue;
+    const bits = prefixLength(mask);
+    const route: Route = { dst: bits === 0 ? "default" : `${ipv4(dst)}/${bits}`, dev };
+    // RTF_GATEWAY: the route goes through a router.
+    if ((Number.parseInt(flags ?? "0", 16) & 0x2) !== 0) route.gateway = ipv4(gateway);
+    out.push(route);
+  }
+  return out;
+}
+
+function ipv4(hex: string): string {
+  const n = Number.parseInt(hex, 16);
+  return [n & 0xff, (n >>> 8) & 0xff, (n >>> 16) & 0xff, n >>> 24].join(".");
+}
+
+function prefixLength(hex: string): number {
+  let n = Number.parseInt(hex, 16) >>> 0;
+  let bits = 0;
+  for (; n !== 0; n >>>= 1) bits += n & 1;
+  return bits;
 }
 
 export async function removeDefaultRoute(pid: number): Promise<void> {
@@ -26,29 +63,55 @@ export async function removeDefaultRoute(pid: number): Promise<void> {
   }
 }
 
-/**
- * Whether the kernel would route a packet to `addr`. `ip route get` is a lookup in the routing
- * table: it sends nothing.
- */
-export async function routeExists(pid: number, addr: string): Promise<boolean> {
-  const r = await run("nsenter", ["-t", String(pid), "-n", "ip", "route", "get", addr]);
-  return r.code === 0;
+/** How the kernel would route a packet to one address (`ip route get`), or null: no route. */
+export interface RouteLookup {
+  dev?: string;
+  /** The router it would go through; absent for an address on a directly connected network. */
+  gateway?: string;
+}
+
+export interface NamespaceLookups {
+  /** One entry per address asked, in order. */
+  lookups: Array<RouteLookup | null>;
+  /** Whether the TCP connect was established (false when none was asked). */
+  connected: boolean;
 }
 
 /**
- * Tries a TCP connect from inside the namespace to host:port (only ever a listener denv runs:
- * its canary). Returns true when the connection was established.
+ * In one nsenter: route lookups of `addresses` (`ip route get` is a lookup in the routing table
+ * and policy rules: it sends nothing) and, when `connect` is given, a TCP connect to it (only
+ * ever a listener denv runs: its canary). A connect that hangs (it cannot while the host rejects
+ * the bridge's traffic) is given up after `timeoutMs`; lookups that did not all answer are an
+ * error, never "no route".
  */
-export async function tcpConnects(
+export async function lookupAndConnect(
   pid: number,
-  host: string,
-  port: number,
-  timeoutMs = 2000,
-): Promise<boolean> {
+  addresses: string[],
+  connect?: { host: string; port: number },
+  timeoutMs = 5000,
+): Promise<NamespaceLookups> {
+  // Addresses and the target travel as arguments, never as script text.
+  const script = [
+    'c="$1"; shift',
+    'for a in "$@"; do ip -j route get "$a" 2>/dev/null || echo null; done',
+    'if [ -n "$c" ]; then exec 3<>"/dev/tcp/$c" && echo connected; fi',
+  ].join("\n");
+  const target = connect ? `${connect.host}/${connect.port}` : "";
   const r = await run(
     "nsenter",
-    ["-t", String(pid), "-n", "bash", "-c", `exec 3<>/dev/tcp/${host}/${port} && echo connected`],
-    { timeoutMs },
+    ["-t", String(pid), "-n", "bash", "-c", script, "bash", target, ...addresses],
+    connect ? { timeoutMs } : {},
   );
-  return r.code === 0 && r.stdout.includes("connected");
+  const lines = r.stdout.split("\n").filter((l) => l.trim() !== "");
+  if (lines.length < addresses.length) {
+    throw new Error(`route lookups in the namespace of pid ${pid} did not answer: ${r.stderr.trim()}`);
+  }
+  const lookups = addresses.map((_, i): RouteLookup | null => {
+    const line = lines[i];
+    if (line === undefined || line === "null") return null;
+    const [first] = JSON.parse(line) as Array<{ dev?: string; gateway?: string }>;
+    if (!first) return null;
+    return { ...(first.dev ? { dev: first.dev } : {}), ...(first.gateway ? { gateway: first.gateway } : {}) };
+  });
+  return { lookups, connected: connect !== undefined && lines[addresses.length] === "connected" };
 }

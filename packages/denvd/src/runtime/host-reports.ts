@@ -88,6 +88,7 @@ export function egressProbe(p: ProbeResult): EgressProbe {
       default_route: s.defaultRoute,
       route_out: s.routeOut,
       canary_reached: s.canaryReached,
+      canary_from: s.canaryFrom,
       nameservers: s.nameservers,
       networks: s.networks,
     })),

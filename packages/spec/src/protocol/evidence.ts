@@ -25,6 +25,11 @@ export const EgressProbe = z.object({
       default_route: z.boolean(),
       route_out: z.boolean(),
       canary_reached: z.boolean(),
+      /**
+       * The service whose connect to the canary answers for this one: itself, or one on the
+       * same path to the gateway (absent in older evidence: each service connected).
+       */
+      canary_from: z.string().optional(),
       nameservers: z.array(z.string()),
       networks: z.array(z.string()),
     }),
