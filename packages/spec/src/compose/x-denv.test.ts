@@ -1,5 +1,12 @@
 import { describe, expect, it } from "vitest";
-import { ComposeMessages, ComposeNotes, ComposeReasons, DefaultCaps, Refusal } from "../messages.js";
+import {
+  ComposeMessages,
+  ComposeNotes,
+  ComposeReasons,
+  DefaultCaps,
+  MAX_POOL_SIZE,
+  Refusal,
+} from "../messages.js";
 import { accept, refusals, service } from "./compose-fixture.js";
 
 const top = Refusal.topKey;
@@ -107,6 +114,22 @@ describe("x-denv", () => {
     expect(refusals(`${base}x-denv: {snapshot: {volumes: [ghost]}}\n`)).toEqual([
       top("x-denv.snapshot.volumes", R.undeclaredSnapshotVolume("ghost")),
     ]);
+  });
+
+  it("reads x-denv.pool: a whole number of warm forks from 0 to MAX_POOL_SIZE", () => {
+    expect(accept(`${base}x-denv: {pool: 4}\n`).pool).toBe(4);
+    expect(accept(base).pool).toBeUndefined();
+    const got: Record<string, string> = {
+      "65": "the number 65",
+      "-1": "the number -1",
+      two: 'the string "two"',
+      "1.5": "the number 1.5",
+    };
+    for (const [bad, described] of Object.entries(got)) {
+      expect(refusals(`${base}x-denv: {pool: ${bad}}\n`)).toEqual([
+        top("x-denv.pool", R.expected(`a whole number of forks from 0 to ${MAX_POOL_SIZE}`, described)),
+      ]);
+    }
   });
 
   it("normalizes the verifier", () => {
