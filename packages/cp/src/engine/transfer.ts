@@ -112,6 +112,7 @@ function receive(deps: TransferDeps, req: TransferRequest, n: number) {
     {
       id: `${req.id}.r${n}`,
       timeoutMs: req.timeoutMs,
+      bulk: true,
     },
   );
 }
@@ -129,6 +130,7 @@ async function attempt(deps: TransferDeps, req: TransferRequest, n: number): Pro
         {
           id: `${req.id}.s${n}`,
           timeoutMs: req.timeoutMs,
+          bulk: true,
         },
       );
       try {

@@ -1,4 +1,12 @@
-import { type Frame, type HelloFrame, parseFrame } from "@denv/spec";
+import {
+  decodeBinaryData,
+  encodeBinaryData,
+  type Frame,
+  type HelloFrame,
+  PROTOCOL_VERSION,
+  parseFrame,
+  type RawFrame,
+} from "@denv/spec";
 import type { WebSocket } from "ws";
 import { StreamTable } from "./streams.js";
 
@@ -13,13 +21,18 @@ export interface SessionHandlers {
 const POLICY_VIOLATION = 1008;
 
 /**
- * One connection of one host: parses and validates every frame (spec's parseFrame), insists on
- * `hello` first, routes data frames to its streams, and tells the hub the rest.
+ * One connection of one host: parses and validates every frame (spec's parseFrame, or
+ * decodeBinaryData for a binary data frame), insists on `hello` first, routes data frames to its
+ * streams, and tells the hub the rest. Data frames go to the host as binary messages once its
+ * hello said it takes them; the answer to every hello is a heartbeat saying this control plane
+ * takes them too.
  */
 export class HostSession {
   readonly streams: StreamTable;
   lastSeen = Date.now();
   private helloSeen = false;
+  /** The host's hello said it takes binary data frames. */
+  private binaryData = false;
   private closedReason: string | undefined;
 
   constructor(
@@ -28,7 +41,7 @@ export class HostSession {
     private readonly handlers: SessionHandlers,
   ) {
     this.streams = new StreamTable((f) => this.send(f));
-    socket.on("message", (data, isBinary) => this.receive(isBinary ? undefined : data.toString()));
+    socket.on("message", (data, isBinary) => this.receive(isBinary ? (data as Buffer) : data.toString()));
     socket.on("close", () => this.onClose("the connection closed"));
     socket.on("error", (err) => this.onClose(`socket error: ${err.message}`));
   }
@@ -37,9 +50,19 @@ export class HostSession {
     return this.closedReason === undefined;
   }
 
-  send(frame: Frame): void {
+  send(frame: RawFrame): void {
     if (!this.isOpen || this.socket.readyState !== this.socket.OPEN) return;
-    this.socket.send(JSON.stringify(frame));
+    if (frame.type !== "data") {
+      this.socket.send(JSON.stringify(frame));
+      return;
+    }
+    const binary = this.binaryData ? encodeBinaryData(frame) : undefined;
+    if (binary) this.socket.send(binary, { binary: true });
+    else {
+      const { data } = frame;
+      const base64 = Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString("base64");
+      this.socket.send(JSON.stringify({ ...frame, data: base64 }));
+    }
   }
 
   /** Closes the connection; `violation` uses the protocol-violation close code. */
@@ -57,13 +80,12 @@ export class HostSession {
     this.onClose(reason);
   }
 
-  private receive(text: string | undefined): void {
+  private receive(message: string | Buffer): void {
     if (!this.isOpen) return;
     this.lastSeen = Date.now();
-    let frame: Frame;
+    let frame: RawFrame;
     try {
-      if (text === undefined) throw new Error("protocol: frames are JSON text, not binary");
-      frame = parseFrame(text);
+      frame = typeof message === "string" ? withBytes(parseFrame(message)) : decodeBinaryData(message);
     } catch (err) {
       this.close(err instanceof Error ? err.message : String(err), true);
       return;
@@ -79,6 +101,15 @@ export class HostSession {
       // Results may follow the hello at once (commands that finished while the host was away),
       // so frames are handled from here on even while the hello's reconciliation runs.
       this.helloSeen = true;
+      this.binaryData = frame.capabilities?.binary_data === true;
+      // What this control plane takes, before anything else goes to the host: an older host
+      // ignores the field and keeps to JSON.
+      this.send({
+        v: PROTOCOL_VERSION,
+        type: "heartbeat",
+        ts: Date.now(),
+        capabilities: { binary_data: true },
+      });
       this.handlers
         .hello(this, frame)
         .catch((err: unknown) =>
@@ -107,4 +138,9 @@ export class HostSession {
     this.streams.failAll(reason);
     this.handlers.closed(this, reason);
   }
+}
+
+/** A JSON frame as the cp holds it: a data frame's base64 decoded. */
+function withBytes(frame: Frame): RawFrame {
+  return frame.type === "data" ? { ...frame, data: Buffer.from(frame.data, "base64") } : frame;
 }

@@ -198,20 +198,22 @@ export class HostHub {
 
   /**
    * Starts an interactive command with a data stream on the host's current connection: bytes
-   * flow both ways under credit, and the call fails if the host drops.
+   * flow both ways under credit, and the call fails if the host drops. `bulk`: a version
+   * transfer's stream (a larger window, larger frames).
    */
   stream<K extends CommandKind>(
     hostId: string,
     kind: K,
     makePayload: (streamId: string) => CommandPayload<K>,
-    opts: { id: string; timeoutMs: number },
+    opts: { id: string; timeoutMs: number; bulk?: boolean },
   ): StreamCall<K> {
     const session = this.sessions.get(hostId);
     if (!session) throw new DenvError("conflict", ControlPlaneMessages.hostOffline(hostId));
     const streamId = `${opts.id}.s`;
-    const inbound = session.streams.openInbound(streamId);
-    const outbound = session.streams.openOutbound(streamId);
-    const result = this.send(hostId, kind, () => makePayload(streamId), { ...opts, durable: false });
+    const { bulk, ...sendOpts } = opts;
+    const inbound = session.streams.openInbound(streamId, { bulk });
+    const outbound = session.streams.openOutbound(streamId, { bulk });
+    const result = this.send(hostId, kind, () => makePayload(streamId), { ...sendOpts, durable: false });
     // The host has nothing more to read once it answered; the inbound side drains on its own.
     void result.then(
       () => outbound.drop(new Error("the command finished")),

@@ -1,15 +1,25 @@
 import { Readable } from "node:stream";
-import { type DataFrame, type Frame, INITIAL_WINDOW, MAX_DATA_CHUNK, PROTOCOL_VERSION } from "@denv/spec";
+import {
+  BULK_WINDOW,
+  INITIAL_WINDOW,
+  MAX_BULK_CHUNK,
+  MAX_DATA_CHUNK,
+  PROTOCOL_VERSION,
+  type RawDataFrame,
+  type RawFrame,
+} from "@denv/spec";
 
 /**
  * Data streams over a host's socket, credit based in both directions: a writer may have at most
  * the bytes its reader granted in flight (INITIAL_WINDOW to start, more with `window` frames),
  * and the cp grants more only as its own consumer (an HTTP response, a client WebSocket) drains.
- * So a slow client slows the host, and no stream ever holds more than one window here.
+ * So a slow client slows the host, and no stream ever holds more than one window here. A bulk
+ * stream (a version transfer) has a window of BULK_WINDOW and frames of up to MAX_BULK_CHUNK;
+ * the others keep INITIAL_WINDOW and MAX_DATA_CHUNK.
  */
 
-export type Channel = DataFrame["channel"];
-export type SendFrame = (frame: Frame) => void;
+export type Channel = RawDataFrame["channel"];
+export type SendFrame = (frame: RawFrame) => void;
 
 export interface Chunk {
   channel: Channel;
@@ -37,22 +47,33 @@ export class InboundStream extends Readable {
   constructor(
     readonly id: string,
     private readonly send: SendFrame,
+    /** What the host may have in flight plus what waits here: at least INITIAL_WINDOW. */
+    readonly window = INITIAL_WINDOW,
   ) {
     super({ objectMode: true, highWaterMark: 1 });
+    // The rest of a larger window at once (the host's stream exists on first sight of a frame).
+    if (window > INITIAL_WINDOW) {
+      this.granted = window;
+      send({ v: PROTOCOL_VERSION, type: "window", stream: id, bytes: window - INITIAL_WINDOW });
+    }
   }
 
   get buffered(): number {
     return this.received - this.consumed;
   }
 
-  accept(frame: DataFrame): void {
+  accept(frame: RawDataFrame): void {
     if (this.ended || this.destroyed) return;
     if (frame.seq !== this.nextSeq) {
       this.fail(`stream ${this.id}: data frame ${frame.seq} arrived where ${this.nextSeq} was expected`);
       return;
     }
     this.nextSeq++;
-    const data = Buffer.from(frame.data, "base64");
+    const data = Buffer.from(frame.data.buffer, frame.data.byteOffset, frame.data.byteLength);
+    if (data.length > MAX_BULK_CHUNK) {
+      this.fail(`stream ${this.id}: a data frame of ${data.length} bytes, more than ${MAX_BULK_CHUNK}`);
+      return;
+    }
     this.received += data.length;
     if (this.received > this.granted) {
       this.fail(`stream ${this.id}: the host sent ${this.received - this.granted} bytes beyond its window`);
@@ -101,7 +122,7 @@ export class InboundStream extends Readable {
   private grantRoom(): void {
     // What the host may still send plus what waits here stays within one window.
     const outstanding = this.granted - this.received;
-    const room = INITIAL_WINDOW - outstanding - this.buffered;
+    const room = this.window - outstanding - this.buffered;
     if (room <= 0) return;
     if (room >= GRANT_THRESHOLD || outstanding < GRANT_THRESHOLD) {
       this.granted += room;
@@ -125,6 +146,8 @@ export class OutboundStream {
   constructor(
     readonly id: string,
     private readonly send: SendFrame,
+    /** Largest payload of one frame. */
+    private readonly chunk = MAX_DATA_CHUNK,
   ) {}
 
   grant(bytes: number): void {
@@ -144,7 +167,7 @@ export class OutboundStream {
         });
         continue;
       }
-      const n = Math.min(rest.length, this.credit, MAX_DATA_CHUNK);
+      const n = Math.min(rest.length, this.credit, this.chunk);
       this.credit -= n;
       this.sentBytes += n;
       this.send({
@@ -153,7 +176,7 @@ export class OutboundStream {
         stream: this.id,
         seq: this.seq++,
         channel,
-        data: rest.subarray(0, n).toString("base64"),
+        data: rest.subarray(0, n),
       });
       rest = rest.subarray(n);
     }
@@ -200,8 +223,9 @@ export class StreamTable {
 
   constructor(private readonly send: SendFrame) {}
 
-  openInbound(id: string): InboundStream {
-    const s = new InboundStream(id, this.send);
+  /** `bulk`: a version transfer's stream, with a window of BULK_WINDOW. */
+  openInbound(id: string, opts: { bulk?: boolean } = {}): InboundStream {
+    const s = new InboundStream(id, this.send, opts.bulk ? BULK_WINDOW : INITIAL_WINDOW);
     // A consumer that gave up must not turn a late error into an unhandled one.
     s.on("error", () => undefined);
     s.on("close", () => this.inbound.delete(id));
@@ -209,14 +233,15 @@ export class StreamTable {
     return s;
   }
 
-  openOutbound(id: string): OutboundStream {
-    const s = new OutboundStream(id, this.send);
+  /** `bulk`: a version transfer's stream, in frames of up to MAX_BULK_CHUNK. */
+  openOutbound(id: string, opts: { bulk?: boolean } = {}): OutboundStream {
+    const s = new OutboundStream(id, this.send, opts.bulk ? MAX_BULK_CHUNK : MAX_DATA_CHUNK);
     this.outbound.set(id, s);
     return s;
   }
 
   /** Routes a data, window or end frame; frames of unknown streams are dropped (late frames). */
-  route(frame: Extract<Frame, { type: "data" | "window" | "end" }>): void {
+  route(frame: Extract<RawFrame, { type: "data" | "window" | "end" }>): void {
     if (frame.type === "data") this.inbound.get(frame.stream)?.accept(frame);
     else if (frame.type === "window") this.outbound.get(frame.stream)?.grant(frame.bytes);
     else this.inbound.get(frame.stream)?.finish(frame.error);

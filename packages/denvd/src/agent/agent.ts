@@ -6,6 +6,7 @@ import {
   type Frame,
   isDenvError,
   PROTOCOL_VERSION,
+  type RawFrame,
   type ResultFrame,
 } from "@denv/spec";
 import type { z } from "zod";
@@ -112,7 +113,7 @@ export class Agent {
     this.streams.failAll(`connection lost (${reason})`);
   }
 
-  handle(frame: Frame): void {
+  handle(frame: RawFrame): void {
     switch (frame.type) {
       case "command":
         void this.onCommand(frame);
@@ -146,7 +147,7 @@ export class Agent {
     return this.running.size;
   }
 
-  private send(frame: Frame): boolean {
+  private send(frame: RawFrame): boolean {
     return this.transport(frame);
   }
 

@@ -1,9 +1,12 @@
 import {
+  decodeBinaryData,
+  encodeBinaryData,
   type Frame,
   HEARTBEAT_MS,
   MISSED_HEARTBEATS_OFFLINE,
   PROTOCOL_VERSION,
   parseFrame,
+  type RawFrame,
 } from "@denv/spec";
 import WebSocket from "ws";
 import type { Log } from "./log.js";
@@ -43,8 +46,9 @@ export function streamUrl(base: string): string {
 
 export interface ConnectionHandlers {
   /** The socket is open: send hello. `send` writes to this socket only (false once it closed). */
-  onOpen(send: (frame: Frame) => boolean): void;
-  onFrame(frame: Frame): void;
+  onOpen(send: (frame: RawFrame) => boolean): void;
+  /** A frame from the control plane; a data frame's bytes are decoded (from base64 or binary). */
+  onFrame(frame: RawFrame): void;
   /** The socket closed (it will be dialled again unless stopped). */
   onClose(reason: string): void;
 }
@@ -61,6 +65,14 @@ export interface ConnectionOptions {
 
 /** The largest frame accepted: a command with inline exec stdin is the big one. */
 const MAX_FRAME_BYTES = 64 * 1024 * 1024;
+
+/** WebSocket close code for a protocol violation (RFC 6455 1008). */
+const POLICY_VIOLATION = 1008;
+
+/** What this connection's control plane said it understands (its first heartbeat). */
+interface Peer {
+  binaryData: boolean;
+}
 
 export class Connection {
   private ws: WebSocket | undefined;
@@ -108,6 +120,9 @@ export class Connection {
     });
     this.ws = ws;
     let wasOpen = false;
+    // Binary data frames only once this control plane said it takes them: an older one would
+    // close the connection at the first.
+    const peer: Peer = { binaryData: false };
     ws.on("unexpected-response", (req, res) => {
       // The control plane answered the upgrade with an error (401: a revoked or unknown
       // credential). Say what it said; keep dialling, capped: an operator may fix it.
@@ -128,12 +143,22 @@ export class Connection {
       this.lastHeard = Date.now();
       this.o.log("connected", { url });
       this.beat = setInterval(() => this.heartbeat(), this.heartbeatMs);
-      this.o.handlers.onOpen((frame) => sendOn(ws, frame));
+      this.o.handlers.onOpen((frame) => sendOn(ws, frame, peer));
     });
     ws.on("message", (data, isBinary) => {
       this.lastHeard = Date.now();
       if (isBinary) {
-        this.o.log("frame dropped", { reason: "binary frames are not part of protocol v1" });
+        let frame: RawFrame;
+        try {
+          frame = decodeBinaryData(data as Buffer);
+        } catch (err) {
+          // A data frame lost would leave its stream short without a word: the connection goes,
+          // and every stream with it.
+          this.o.log("frame refused", { reason: errorText(err) });
+          ws.close(POLICY_VIOLATION, errorText(err).slice(0, 120));
+          return;
+        }
+        this.o.handlers.onFrame(frame);
         return;
       }
       let frame: Frame;
@@ -143,7 +168,16 @@ export class Connection {
         this.o.log("frame dropped", { reason: errorText(err) });
         return;
       }
-      if (frame.type !== "heartbeat") this.o.handlers.onFrame(frame);
+      if (frame.type === "heartbeat") {
+        if (frame.capabilities?.binary_data && !peer.binaryData) {
+          peer.binaryData = true;
+          this.o.log("binary data frames", { reason: "the control plane takes them" });
+        }
+        return;
+      }
+      this.o.handlers.onFrame(
+        frame.type === "data" ? { ...frame, data: Buffer.from(frame.data, "base64") } : frame,
+      );
     });
     ws.on("error", (err) => {
       if (!wasOpen) this.o.log("connect failed", { url, error: err.message });
@@ -178,10 +212,20 @@ export class Connection {
   }
 }
 
-function sendOn(ws: WebSocket, frame: Frame): boolean {
+function sendOn(ws: WebSocket, frame: RawFrame, peer: Peer = { binaryData: false }): boolean {
   if (ws.readyState !== WebSocket.OPEN) return false;
-  ws.send(JSON.stringify(frame));
+  if (frame.type !== "data") {
+    ws.send(JSON.stringify(frame));
+    return true;
+  }
+  const binary = peer.binaryData ? encodeBinaryData(frame) : undefined;
+  if (binary) ws.send(binary, { binary: true });
+  else ws.send(JSON.stringify({ ...frame, data: base64(frame.data) }));
   return true;
+}
+
+function base64(bytes: Uint8Array): string {
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("base64");
 }
 
 function errorMessage(body: string): string {

@@ -3,7 +3,9 @@ import {
   CommandKind,
   CommandPayloads,
   CommandResults,
+  decodeBinaryData,
   ExecResponse,
+  encodeBinaryData,
   Frame,
   HostPhaseName,
   HostPhases,
@@ -87,6 +89,23 @@ describe("docs/reference/protocol.md", () => {
     const types = Frame.options.map((o) => o.shape.type.value);
     for (const type of types) expect(frames.some((b) => b.h3 === `\`${type}\``)).toBe(true);
     for (const b of frames) expect(parseFrame(JSON.stringify(JSON.parse(b.text))).type).toBe(names(b.h3)[0]);
+  });
+
+  it("shows the data frame example as the binary frame the codec makes of it", () => {
+    const hex = blocks(protocolDoc).find((b) => b.h2 === "Binary data frames" && b.lang === "text");
+    const json = all.find((b) => b.h2 === "Frames" && b.h3 === "`data`");
+    const frame = parseFrame(JSON.stringify(JSON.parse(json?.text ?? "")));
+    if (frame.type !== "data") throw new Error("the data example is not a data frame");
+    const raw = { ...frame, data: Buffer.from(frame.data, "base64") };
+    const bytes = Buffer.from((hex?.text ?? "").replace(/\s+/g, ""), "hex");
+    expect(Buffer.from(encodeBinaryData(raw) ?? []).toString("hex")).toBe(bytes.toString("hex"));
+    expect({ ...decodeBinaryData(bytes), data: "" }).toEqual({ ...raw, data: "" });
+    expect(protocolDoc).toContain(
+      "protocol: binary data frame of 3 bytes: shorter than the 13-byte minimum header",
+    );
+    expect(() => decodeBinaryData(new Uint8Array([0xd1, 4, 0]))).toThrow(
+      "protocol: binary data frame of 3 bytes: shorter than the 13-byte minimum header",
+    );
   });
 
   it("documents every command kind with a payload its schema accepts", () => {

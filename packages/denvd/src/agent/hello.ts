@@ -45,5 +45,6 @@ export async function buildHello(o: {
     })),
     versions: held.versions.map((v) => v.id),
     unfinished: await o.journal.unfinished(),
+    capabilities: { binary_data: true },
   };
 }

@@ -1,26 +1,34 @@
 import { Writable } from "node:stream";
 import { pipeline } from "node:stream/promises";
-import { type Frame, INITIAL_WINDOW, MAX_DATA_CHUNK, PROTOCOL_VERSION } from "@denv/spec";
+import {
+  BULK_WINDOW,
+  INITIAL_WINDOW,
+  MAX_BULK_CHUNK,
+  MAX_DATA_CHUNK,
+  PROTOCOL_VERSION,
+  type RawDataFrame,
+  type RawFrame,
+} from "@denv/spec";
 import { describe, expect, it } from "vitest";
 import { InboundStream, OutboundStream } from "./streams.js";
 
-const data = (stream: string, seq: number, bytes: Buffer): Extract<Frame, { type: "data" }> => ({
+const data = (stream: string, seq: number, bytes: Buffer): RawDataFrame => ({
   v: PROTOCOL_VERSION,
   type: "data",
   stream,
   seq,
   channel: "stdin",
-  data: bytes.toString("base64"),
+  data: bytes,
 });
+const dataBytes = (f: RawFrame) => (f.type === "data" ? f.data.length : 0);
 
 describe("stream flow control", () => {
   it("an outbound stream never has more than its credit in flight, and says when to wait", () => {
-    const sent: Frame[] = [];
+    const sent: RawFrame[] = [];
     const out = new OutboundStream("s", (f) => sent.push(f) > 0);
     const big = Buffer.alloc(INITIAL_WINDOW + 3 * MAX_DATA_CHUNK, 7);
     expect(out.write("stdout", big)).toBe(false);
-    const bytesSent = () =>
-      sent.reduce((n, f) => n + (f.type === "data" ? Buffer.from(f.data, "base64").length : 0), 0);
+    const bytesSent = () => sent.reduce((n, f) => n + dataBytes(f), 0);
     expect(bytesSent()).toBe(INITIAL_WINDOW);
     let drained = false;
     out.once("drain", () => {
@@ -32,14 +40,12 @@ describe("stream flow control", () => {
     out.grant(10 * MAX_DATA_CHUNK);
     expect(drained).toBe(true);
     expect(bytesSent()).toBe(big.length);
-    expect(
-      sent.every((f) => f.type !== "data" || Buffer.from(f.data, "base64").length <= MAX_DATA_CHUNK),
-    ).toBe(true);
+    expect(sent.every((f) => dataBytes(f) <= MAX_DATA_CHUNK)).toBe(true);
     expect(sent.map((f) => (f.type === "data" ? f.seq : -1))).toEqual(sent.map((_, i) => i));
   });
 
   it("ends only after what was queued is sent", async () => {
-    const sent: Frame[] = [];
+    const sent: RawFrame[] = [];
     const out = new OutboundStream("s", (f) => sent.push(f) > 0);
     out.write("file", Buffer.alloc(INITIAL_WINDOW + 10));
     const done = out.end();
@@ -50,7 +56,7 @@ describe("stream flow control", () => {
   });
 
   it("an inbound stream grants credit only as its consumer drains it", async () => {
-    const sent: Frame[] = [];
+    const sent: RawFrame[] = [];
     const inbound = new InboundStream("s", (f) => sent.push(f) > 0);
     const windows = () => sent.reduce((n, f) => n + (f.type === "window" ? f.bytes : 0), 0);
     // The writer fills the whole initial window; nobody reads yet: no more credit.
@@ -85,5 +91,38 @@ describe("stream flow control", () => {
     const failed2 = new Promise<Error>((r) => other.once("error", r));
     other.accept(data("t", 1, Buffer.alloc(1)));
     expect((await failed2).message).toMatch(/data frame 1 arrived, 0 was expected/);
+  });
+
+  it("a bulk stream: its reader widens the window at once, its writer sends larger frames", async () => {
+    const sent: RawFrame[] = [];
+    const inbound = new InboundStream("b", (f) => sent.push(f) > 0);
+    inbound.widen(BULK_WINDOW);
+    inbound.widen(INITIAL_WINDOW);
+    expect(sent).toEqual([
+      { v: PROTOCOL_VERSION, type: "window", stream: "b", bytes: BULK_WINDOW - INITIAL_WINDOW },
+    ]);
+    // A writer within the wider window is taken; one byte beyond it fails the stream.
+    let seq = 0;
+    for (let n = 0; n < BULK_WINDOW; n += MAX_BULK_CHUNK)
+      inbound.accept(data("b", seq++, Buffer.alloc(MAX_BULK_CHUNK)));
+    expect(inbound.destroyed).toBe(false);
+    const failed = new Promise<Error>((r) => inbound.once("error", r));
+    inbound.accept(data("b", seq++, Buffer.alloc(1)));
+    expect((await failed).message).toMatch(/beyond its window/);
+
+    const out: RawFrame[] = [];
+    const writer = new OutboundStream("w", (f) => out.push(f) > 0).bulk();
+    writer.grant(BULK_WINDOW);
+    expect(writer.write("file", Buffer.alloc(2 * MAX_BULK_CHUNK + 1))).toBe(true);
+    expect(out.map(dataBytes)).toEqual([MAX_BULK_CHUNK, MAX_BULK_CHUNK, 1]);
+  });
+
+  it("fails a stream on a data frame larger than MAX_BULK_CHUNK", async () => {
+    const inbound = new InboundStream("s", () => true, BULK_WINDOW);
+    const failed = new Promise<Error>((r) => inbound.once("error", r));
+    inbound.accept(data("s", 0, Buffer.alloc(MAX_BULK_CHUNK + 1)));
+    expect((await failed).message).toBe(
+      `stream s: a data frame of ${MAX_BULK_CHUNK + 1} bytes, more than ${MAX_BULK_CHUNK}`,
+    );
   });
 });

@@ -1,17 +1,26 @@
 import { EventEmitter } from "node:events";
 import { Readable, Writable } from "node:stream";
-import { type DataFrame, type Frame, INITIAL_WINDOW, MAX_DATA_CHUNK, PROTOCOL_VERSION } from "@denv/spec";
+import {
+  INITIAL_WINDOW,
+  MAX_BULK_CHUNK,
+  MAX_DATA_CHUNK,
+  PROTOCOL_VERSION,
+  type RawDataFrame,
+  type RawFrame,
+} from "@denv/spec";
 
 /**
  * Data streams over the control plane socket (exec stdin/stdout/stderr, file transfer, deploy
  * source, TCP tunnels). Flow control is credit based, as in HTTP/2: a writer may have at most
  * the bytes its reader granted in flight (INITIAL_WINDOW to start, more with `window` frames),
  * and a reader grants more only as its consumer drains. So a slow reader on either side slows
- * the writer and memory stays bounded by the window on both ends.
+ * the writer and memory stays bounded by the window on both ends. A bulk stream (a version
+ * transfer) gets a larger window from its reader (`widen`) and larger chunks from its writer
+ * (`bulk`); the others keep INITIAL_WINDOW and MAX_DATA_CHUNK.
  */
 
-export type SendFrame = (frame: Frame) => boolean;
-type Channel = DataFrame["channel"];
+export type SendFrame = (frame: RawFrame) => boolean;
+type Channel = RawDataFrame["channel"];
 
 /** Grants smaller than this wait, so that a fast consumer does not cause a frame per read. */
 const GRANT_THRESHOLD = Math.min(MAX_DATA_CHUNK, INITIAL_WINDOW / 4);
@@ -25,6 +34,7 @@ const GRANT_THRESHOLD = Math.min(MAX_DATA_CHUNK, INITIAL_WINDOW / 4);
 export class InboundStream extends Readable {
   private queue: Buffer[] = [];
   private granted: number;
+  private window: number;
   private received = 0;
   private pulled = 0;
   private nextSeq = 0;
@@ -40,6 +50,16 @@ export class InboundStream extends Readable {
     // A small buffer inside the Readable: the queue and the window do the bounding.
     super({ highWaterMark: MAX_DATA_CHUNK });
     this.granted = window;
+    this.window = window;
+  }
+
+  /** Grants the writer the difference at once: it may then have `window` bytes in flight. */
+  widen(window: number): void {
+    if (window <= this.window || this.finished) return;
+    const more = window - this.window;
+    this.window = window;
+    this.granted += more;
+    this.send({ v: PROTOCOL_VERSION, type: "window", stream: this.id, bytes: more });
   }
 
   /** Bytes received so far. */
@@ -47,14 +67,18 @@ export class InboundStream extends Readable {
     return this.received;
   }
 
-  accept(frame: DataFrame): void {
+  accept(frame: RawDataFrame): void {
     if (this.finished || this.ended) return;
     if (frame.seq !== this.nextSeq) {
       this.fail(`stream ${this.id}: data frame ${frame.seq} arrived, ${this.nextSeq} was expected`);
       return;
     }
     this.nextSeq++;
-    const chunk = Buffer.from(frame.data, "base64");
+    const chunk = Buffer.from(frame.data.buffer, frame.data.byteOffset, frame.data.byteLength);
+    if (chunk.length > MAX_BULK_CHUNK) {
+      this.fail(`stream ${this.id}: a data frame of ${chunk.length} bytes, more than ${MAX_BULK_CHUNK}`);
+      return;
+    }
     this.received += chunk.length;
     if (this.received > this.granted) {
       this.fail(`stream ${this.id}: the writer sent ${this.received - this.granted} bytes beyond its window`);
@@ -114,6 +138,7 @@ export class InboundStream extends Readable {
  */
 export class OutboundStream extends EventEmitter {
   private credit = INITIAL_WINDOW;
+  private chunk = MAX_DATA_CHUNK;
   private queue: Array<{ channel: Channel; data: Buffer }> = [];
   private queued = 0;
   private seq = 0;
@@ -132,9 +157,16 @@ export class OutboundStream extends EventEmitter {
   constructor(
     readonly id: string,
     private readonly send: SendFrame,
-    private readonly highWater = MAX_DATA_CHUNK,
+    private highWater = MAX_DATA_CHUNK,
   ) {
     super();
+  }
+
+  /** A bulk stream: frames of up to MAX_BULK_CHUNK (before `writable`, which takes the high water). */
+  bulk(): this {
+    this.chunk = MAX_BULK_CHUNK;
+    this.highWater = Math.max(this.highWater, MAX_BULK_CHUNK);
+    return this;
   }
 
   write(channel: Channel, data: Buffer): boolean {
@@ -198,7 +230,7 @@ export class OutboundStream extends EventEmitter {
   private pump(): void {
     while (this.queue.length > 0 && this.credit > 0 && !this.closed) {
       const head = this.queue[0] as { channel: Channel; data: Buffer };
-      const n = Math.min(head.data.length, this.credit, MAX_DATA_CHUNK);
+      const n = Math.min(head.data.length, this.credit, this.chunk);
       const chunk = head.data.subarray(0, n);
       head.data = head.data.subarray(n);
       if (head.data.length === 0) this.queue.shift();
@@ -211,7 +243,7 @@ export class OutboundStream extends EventEmitter {
         stream: this.id,
         seq: this.seq++,
         channel: head.channel,
-        data: chunk.toString("base64"),
+        data: chunk,
       });
     }
     if (this.needDrain && this.queued < this.highWater) {
@@ -268,7 +300,7 @@ export class StreamRegistry {
   }
 
   /** Routes a data, window or end frame; frames of a closed stream are dropped. */
-  route(frame: Extract<Frame, { type: "data" | "window" | "end" }>): void {
+  route(frame: Extract<RawFrame, { type: "data" | "window" | "end" }>): void {
     if (this.closed.has(frame.stream)) return;
     const pair = this.open(frame.stream);
     if (frame.type === "data") pair.inbound.accept(frame);

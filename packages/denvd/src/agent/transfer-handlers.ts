@@ -1,3 +1,4 @@
+import { BULK_WINDOW } from "@denv/spec";
 import { hostVersion, versionInfo } from "../runtime/host-reports.js";
 import { receiveVersion } from "../transfer/receive.js";
 import { sendVersion } from "../transfer/send.js";
@@ -15,7 +16,7 @@ export async function versionSend(
   ctx: CommandContext,
 ): Promise<HandlerResult<"version.send">> {
   const { outbound } = ctx.streams.open(p.stream);
-  const out = outbound.writable("file");
+  const out = outbound.bulk().writable("file");
   const writer = new RecordWriter(out);
   try {
     const { parts } = await sendVersion(ctx.runtime.host, p.version, p.resume, writer, ctx.signal);
@@ -37,6 +38,7 @@ export async function versionReceive(
   ctx: CommandContext,
 ): Promise<HandlerResult<"version.receive">> {
   const { inbound, outbound } = ctx.streams.open(p.stream);
+  inbound.widen(BULK_WINDOW);
   const onAbort = () => inbound.fail(`stream ${p.stream}: ${String(ctx.signal.reason)}`);
   ctx.signal.addEventListener("abort", onAbort, { once: true });
   try {

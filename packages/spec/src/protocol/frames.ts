@@ -6,11 +6,23 @@ import { PhaseEvidence } from "./evidence.js";
 /**
  * The control plane <-> denvd protocol. denvd dials out to `GET /v1/hosts/stream` (WebSocket,
  * `Authorization: Bearer <host credential>`); every frame is one JSON text message with `v` (the
- * protocol version) and `type`. Both sides validate every frame with these schemas.
+ * protocol version) and `type`, except `data` frames between peers that both take binary ones
+ * (binary-data.ts). Both sides validate every frame with these schemas.
  */
 export const PROTOCOL_VERSION = 1;
 
 const v = z.literal(PROTOCOL_VERSION);
+
+/**
+ * What a side of the connection understands beyond the JSON frames of version 1. A host
+ * announces its own in hello; the control plane answers with its own in a heartbeat. Each side
+ * uses a capability only once the other announced it.
+ */
+export const PeerCapabilities = z.object({
+  /** Takes `data` frames as binary WebSocket messages (binary-data.ts). */
+  binary_data: z.boolean().optional(),
+});
+export type PeerCapabilities = z.infer<typeof PeerCapabilities>;
 
 export const HeldEnvironment = z.object({
   id: z.string(),
@@ -36,6 +48,7 @@ export const HelloFrame = z.object({
   versions: z.array(z.string()),
   /** Commands journalled but not done (received or started), for reconciliation. */
   unfinished: z.array(z.string()),
+  capabilities: PeerCapabilities.optional(),
 });
 
 /** cp -> host. `id` is the idempotency key: a re-sent id returns the recorded result. */
@@ -92,18 +105,22 @@ export const ProgressFrame = z
     }
   });
 
+/** What the bytes of a data frame are. Append only: the binary layout codes each by its index. */
+export const DATA_CHANNELS = ["stdin", "stdout", "stderr", "tunnel", "file"] as const;
+
 /**
  * Both ways: bytes of a stream (exec stdin/stdout/stderr, file transfer, port tunnel). `channel`
  * tells stdout from stderr on exec streams. A writer may have at most the credit its reader
  * granted with `window` frames in flight (back-pressure); the initial credit is
- * INITIAL_WINDOW bytes.
+ * INITIAL_WINDOW bytes. Between peers that both announced `binary_data`, the same frame travels
+ * as a binary message instead (binary-data.ts).
  */
 export const DataFrame = z.object({
   v,
   type: z.literal("data"),
   stream: z.string(),
   seq: z.number().int().nonnegative(),
-  channel: z.enum(["stdin", "stdout", "stderr", "tunnel", "file"]).default("tunnel"),
+  channel: z.enum(DATA_CHANNELS).default("tunnel"),
   /** base64 */
   data: z.string(),
 });
@@ -143,8 +160,16 @@ export const ResultFrame = z.object({
   error: ErrorBody.optional(),
 });
 
-/** Both ways, every HEARTBEAT_MS; a host that misses 3 is offline. */
-export const HeartbeatFrame = z.object({ v, type: z.literal("heartbeat"), ts: z.number().int() });
+/**
+ * Both ways, every HEARTBEAT_MS; a host that misses 3 is offline. The control plane's answer to
+ * a hello is a heartbeat with its `capabilities`.
+ */
+export const HeartbeatFrame = z.object({
+  v,
+  type: z.literal("heartbeat"),
+  ts: z.number().int(),
+  capabilities: PeerCapabilities.optional(),
+});
 
 export const Frame = z.discriminatedUnion("type", [
   HelloFrame,
@@ -167,9 +192,17 @@ export type ProgressFrame = z.infer<typeof ProgressFrame>;
 
 export const HEARTBEAT_MS = 5_000;
 export const MISSED_HEARTBEATS_OFFLINE = 3;
+/** The credit every stream starts with, in each direction; a reader may grant more at once. */
 export const INITIAL_WINDOW = 256 * 1024;
-/** Largest payload of one data frame, before base64. */
+/** Largest payload of one data frame on an interactive stream (exec, files, tunnels), before base64. */
 export const MAX_DATA_CHUNK = 64 * 1024;
+/**
+ * Bulk streams (a version transfer): the window their reader grants, and the largest payload
+ * of one of their data frames. Interactive streams keep INITIAL_WINDOW and MAX_DATA_CHUNK, so
+ * their memory bound and their latency behind other frames stay what they were.
+ */
+export const BULK_WINDOW = 8 * 1024 * 1024;
+export const MAX_BULK_CHUNK = 256 * 1024;
 
 /** Parses one frame; a frame of another protocol version is refused with a clear message. */
 export function parseFrame(text: string): Frame {
@@ -186,4 +219,87 @@ export function parseFrame(text: string): Frame {
     );
   }
   return Frame.parse(raw);
+}
+
+/**
+ * Binary data frames (docs/reference/protocol.md#binary-data-frames): one WebSocket binary
+ * message carries one `data` frame with its bytes as they are, instead of base64 inside JSON.
+ * Layout, big-endian:
+ *
+ *   offset  size  field
+ *   0       1     BINARY_DATA_MAGIC (0xd1: a data frame of protocol version 1)
+ *   1       1     channel, its index in DATA_CHANNELS (stdin 0, stdout 1, stderr 2, tunnel 3, file 4)
+ *   2       2     L, the stream id's length in bytes (1..65535)
+ *   4       L     the stream id, UTF-8
+ *   4+L     8     seq (unsigned; at most 2^53 - 1)
+ *   12+L    ...   the bytes (at most MAX_BULK_CHUNK)
+ *
+ * Both sides use binary only where the other announced it (hello `capabilities`, and the
+ * control plane's answer); JSON `data` frames stay valid for older peers.
+ */
+
+export const BINARY_DATA_MAGIC = 0xd1;
+
+/** A `data` frame as both programs hold it: its bytes, whichever way they travelled. */
+export type RawDataFrame = Omit<DataFrame, "data"> & { data: Uint8Array };
+/** A frame as both programs hold it: a data frame carries bytes, not base64. */
+export type RawFrame = Exclude<Frame, { type: "data" }> | RawDataFrame;
+
+const FIXED = 1 + 1 + 2 + 8;
+const MAX_ID = 0xffff;
+const utf8 = new TextEncoder();
+const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
+
+/**
+ * The binary message for `frame`, or undefined when its stream id does not fit the layout (a
+ * caller then sends it as JSON).
+ */
+export function encodeBinaryData(frame: RawDataFrame): Uint8Array | undefined {
+  const id = utf8.encode(frame.stream);
+  const channel = DATA_CHANNELS.indexOf(frame.channel);
+  if (id.length === 0 || id.length > MAX_ID || channel < 0 || !Number.isSafeInteger(frame.seq))
+    return undefined;
+  const out = new Uint8Array(FIXED + id.length + frame.data.length);
+  const view = new DataView(out.buffer, out.byteOffset, out.byteLength);
+  out[0] = BINARY_DATA_MAGIC;
+  out[1] = channel;
+  view.setUint16(2, id.length);
+  out.set(id, 4);
+  const at = 4 + id.length;
+  view.setUint32(at, Math.floor(frame.seq / 2 ** 32));
+  view.setUint32(at + 4, frame.seq >>> 0);
+  out.set(frame.data, at + 8);
+  return out;
+}
+
+/**
+ * Reads one binary data frame. The bytes are a view into `message` (no copy). A malformed
+ * message throws an Error whose one-line message says what is wrong with it.
+ */
+export function decodeBinaryData(message: Uint8Array): RawDataFrame {
+  const bad = (why: string) => new Error(`protocol: binary data frame of ${message.length} bytes: ${why}`);
+  if (message.length < FIXED + 1) throw bad(`shorter than the ${FIXED + 1}-byte minimum header`);
+  if (message[0] !== BINARY_DATA_MAGIC) {
+    throw bad(
+      `starts with 0x${(message[0] as number).toString(16).padStart(2, "0")}, not 0x${BINARY_DATA_MAGIC.toString(16)} (not a data frame of protocol version 1)`,
+    );
+  }
+  const channel = DATA_CHANNELS[message[1] as number];
+  if (channel === undefined) throw bad(`unknown channel ${message[1]}`);
+  const view = new DataView(message.buffer, message.byteOffset, message.byteLength);
+  const idLength = view.getUint16(2);
+  if (idLength === 0) throw bad("empty stream id");
+  if (FIXED + idLength > message.length) throw bad(`a stream id of ${idLength} bytes runs past its end`);
+  let stream: string;
+  try {
+    stream = strictUtf8.decode(message.subarray(4, 4 + idLength));
+  } catch {
+    throw bad("the stream id is not UTF-8");
+  }
+  const at = 4 + idLength;
+  const seq = view.getUint32(at) * 2 ** 32 + view.getUint32(at + 4);
+  if (!Number.isSafeInteger(seq)) throw bad("seq is beyond 2^53 - 1");
+  const data = message.subarray(at + 8);
+  if (data.length > MAX_BULK_CHUNK) throw bad(`${data.length} bytes of data, more than ${MAX_BULK_CHUNK}`);
+  return { v: PROTOCOL_VERSION, type: "data", stream, seq, channel, data };
 }

@@ -4,6 +4,8 @@ import type { AddressInfo } from "node:net";
 import {
   type CommandKind,
   type DataFrame,
+  decodeBinaryData,
+  encodeBinaryData,
   type Frame,
   INITIAL_WINDOW,
   JoinRequest,
@@ -18,7 +20,9 @@ import type { z } from "zod";
 /**
  * A control plane small enough to read in one go, for denvd's tests: POST /v1/hosts/join and
  * the host stream on 127.0.0.1. It records every frame the host sends, sends commands, answers
- * heartbeats, and plays either end of a data stream with real credit accounting.
+ * heartbeats, and plays either end of a data stream with real credit accounting. With
+ * `binaryData`, it answers hello as the control plane does (a heartbeat with its capabilities)
+ * and takes binary data frames; `frames` holds them as JSON ones (base64), `binaryIn` counts them.
  */
 
 export interface StreamReader {
@@ -40,6 +44,8 @@ export class FakeCp {
   readonly joins: Array<z.infer<typeof JoinRequest>> = [];
   /** Upgrades refused for a wrong credential. */
   refused = 0;
+  /** Binary data frames received. */
+  binaryIn = 0;
   connections = 0;
   private socket: WebSocket | undefined;
   private listeners = new Set<() => void>();
@@ -50,18 +56,21 @@ export class FakeCp {
     private readonly server: Server,
     private readonly wss: WebSocketServer,
     readonly hostId: string,
-    private readonly opts: { answerHeartbeats: boolean },
+    private readonly opts: { answerHeartbeats: boolean; binaryData: boolean },
   ) {}
 
   get url(): string {
     return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
   }
 
-  static async start(opts: { hostId?: string; answerHeartbeats?: boolean } = {}): Promise<FakeCp> {
+  static async start(
+    opts: { hostId?: string; answerHeartbeats?: boolean; binaryData?: boolean } = {},
+  ): Promise<FakeCp> {
     const server = createServer();
     const wss = new WebSocketServer({ noServer: true });
     const cp = new FakeCp(server, wss, opts.hostId ?? `t${randomBytes(3).toString("hex")}`, {
       answerHeartbeats: opts.answerHeartbeats ?? true,
+      binaryData: opts.binaryData ?? false,
     });
     server.on("request", (req, res) => void cp.onRequest(req, res));
     server.on("upgrade", (req, socket, head) => {
@@ -105,9 +114,22 @@ export class FakeCp {
     this.socket = ws;
     this.connections++;
     this.credit.clear();
-    ws.on("message", (data) => {
-      const frame = parseFrame(data.toString());
+    ws.on("message", (data, isBinary) => {
+      let frame: Frame;
+      if (isBinary) {
+        const raw = decodeBinaryData(data as Buffer);
+        this.binaryIn++;
+        frame = { ...raw, data: Buffer.from(raw.data).toString("base64") };
+      } else frame = parseFrame(data.toString());
       this.frames.push(frame);
+      if (frame.type === "hello" && this.opts.binaryData) {
+        this.send({
+          v: PROTOCOL_VERSION,
+          type: "heartbeat",
+          ts: Date.now(),
+          capabilities: { binary_data: true },
+        });
+      }
       if (frame.type === "heartbeat" && this.opts.answerHeartbeats) {
         this.send({ v: PROTOCOL_VERSION, type: "heartbeat", ts: Date.now() });
       }
@@ -122,6 +144,17 @@ export class FakeCp {
   send(frame: Frame): void {
     if (!this.socket) throw new Error("fake cp: no host connected");
     this.socket.send(JSON.stringify(frame));
+  }
+
+  /** Sends a data frame as a binary message, or any bytes as one (a malformed frame). */
+  sendBinary(frame: Omit<DataFrame, "data" | "v" | "type"> & { data: Buffer }): void;
+  sendBinary(raw: Uint8Array): void;
+  sendBinary(what: Uint8Array | (Omit<DataFrame, "data" | "v" | "type"> & { data: Buffer })): void {
+    if (!this.socket) throw new Error("fake cp: no host connected");
+    const msg =
+      what instanceof Uint8Array ? what : encodeBinaryData({ v: PROTOCOL_VERSION, type: "data", ...what });
+    if (!msg) throw new Error("fake cp: not encodable");
+    this.socket.send(msg);
   }
 
   command(
