@@ -169,3 +169,44 @@ describe("warm fork pools", () => {
     await waitFor(() => ![...f.environments.keys()].some((k) => k.startsWith("lab/pool-")));
   });
 });
+
+describe("50 episodes in flight against a pool", () => {
+  let t: TestCp;
+  let h: FakeHost;
+  beforeAll(async () => {
+    t = await startTestCp({ poolIntervalMs: 50 });
+    h = await t.host({ name: "big", capacity: { cpus: 256, memory_bytes: 256 * GiB, disk_free_bytes: GiB } });
+    await deployed(t, "shop");
+  });
+  afterAll(() => t.close());
+
+  it("every claim takes a different fork, every episode ends, and nothing is left afterwards", async () => {
+    const pool = async () => (await t.admin.get("/v1/projects/shop/pool")).body;
+    await t.admin.put("/v1/projects/shop/pool", { size: 4 });
+    await waitFor(async () => (await pool()).ready === 4);
+    const episodes = await Promise.all(
+      Array.from({ length: 50 }, async (_, i) => {
+        const r = await t.admin.post("/v1/sandboxes", { project: "shop", name: `run-${i}` });
+        if (r.status !== 201) return { ok: false, why: String(r.body?.error?.message).slice(0, 200) };
+        const ex = await t.admin.post(`/v1/environments/${r.body.id}/exec`, { cmd: ["true"] });
+        const gone = await t.admin.del(`/v1/sandboxes/${r.body.id}`);
+        const member = r.body.evidence?.pool?.member as string | undefined;
+        return { ok: ex.status === 200 && gone.status === 204, why: `${ex.status} ${gone.status}`, member };
+      }),
+    );
+    expect(episodes.filter((e) => !e.ok)).toEqual([]);
+    const claimed = episodes.flatMap((e) => (e.member ? [e.member] : []));
+    expect(claimed.length).toBeGreaterThanOrEqual(4);
+    expect(new Set(claimed).size).toBe(claimed.length);
+    // What is left: alpha and the pool at its size; no sandbox, no stray fork on the host.
+    await waitFor(async () => (await pool()).ready === 4 && (await pool()).filling === 0);
+    expect((await t.admin.get("/v1/sandboxes")).body.sandboxes).toEqual([]);
+    const held = [...h.environments.keys()];
+    expect(held.filter((k) => !k.startsWith("shop/pool-")).map((k) => k.replace(/-[a-z0-9]+$/, ""))).toEqual([
+      "shop/alpha",
+    ]);
+    expect(held.filter((k) => k.startsWith("shop/pool-"))).toHaveLength(4);
+    await t.admin.put("/v1/projects/shop/pool", { size: 0 });
+    await waitFor(() => ![...h.environments.keys()].some((k) => k.startsWith("shop/pool-")));
+  });
+});
