@@ -27,6 +27,25 @@ describe("a rogue host", () => {
       Buffer.from("a tar"),
     );
 
+  it("answers with a result of the wrong shape: the deployment fails with one line naming the fields", async () => {
+    await t.admin.post("/v1/projects", { name: "shapes" });
+    host.rogue.set("env.snapshot", () => ({ id: 7, junk: true }));
+    try {
+      const r = await deploy("shapes");
+      expect(r.body.status).toBe("failed");
+      const message = r.body.error.message as string;
+      expect(message).not.toContain("\n");
+      expect(message).toMatch(
+        new RegExp(
+          `^host ${escapeRegExp(host.id)} returned a malformed env.snapshot result: id: .+; project: .+; number: .+; and \\d+ more$`,
+        ),
+      );
+    } finally {
+      host.rogue.delete("env.snapshot");
+    }
+    expect((await t.admin.get("/v1/projects/shapes/versions")).body.versions).toEqual([]);
+  });
+
   it("answers a deploy with another project's environment: refused, nothing recorded", async () => {
     await t.admin.post("/v1/projects", { name: "shop" });
     host.rogue.set("env.deploy", (r) => ({ ...(r as object), id: "victim/alpha" }));

@@ -92,7 +92,7 @@ export function checkedAnswer(
     return {
       error: new DenvError(
         "internal",
-        `host ${hostId} returned a malformed ${kind} result: ${parsed.error.message}`,
+        `host ${hostId} returned a malformed ${kind} result: ${oneLine(parsed.error.issues)}`,
       ),
     };
   }
@@ -102,4 +102,10 @@ export function checkedAnswer(
     return { error: new DenvError("internal", ControlPlaneMessages.wrongAnswer(hostId, kind, wrong)), wrong };
   }
   return { value: parsed.data };
+}
+
+/** Schema issues on one line: "id: expected string; sizes.layer_bytes: expected number" (3 at most). */
+function oneLine(issues: ReadonlyArray<{ path: PropertyKey[]; message: string }>): string {
+  const shown = issues.slice(0, 3).map((i) => `${i.path.map(String).join(".") || "(result)"}: ${i.message}`);
+  return `${shown.join("; ")}${issues.length > 3 ? `; and ${issues.length - 3} more` : ""}`;
 }
