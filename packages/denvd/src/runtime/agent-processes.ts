@@ -25,22 +25,25 @@ export function sandboxRuntimeOf(rec: EnvironmentRecord, service: string): strin
   return service === rec.plan.agent.service ? rec.agentRuntime : undefined;
 }
 
-/** Every process of every service, as the baseline of a ready environment. */
+/** Every process of every service, as the baseline of a ready environment (services at once). */
 export async function captureBaseline(
   docker: DockerClient,
   rec: EnvironmentRecord,
 ): Promise<EnvironmentRecord["baseline"]> {
-  const out: EnvironmentRecord["baseline"] = {};
-  for (const [svc, id] of Object.entries(rec.containers)) {
-    const runtime = sandboxRuntimeOf(rec, svc);
-    if (runtime !== undefined) {
-      out[svc] = (await sandboxProcesses(runtime, id)).map((p): [number, number] => [p.pid, 0]);
-      continue;
-    }
-    const pids = await docker.containers.processes(id);
-    out[svc] = await Promise.all(pids.map(async (p): Promise<[number, number]> => [p, await startTime(p)]));
-  }
-  return out;
+  const lists = await Promise.all(
+    Object.entries(rec.containers).map(async ([svc, id]): Promise<[string, Array<[number, number]>]> => {
+      const runtime = sandboxRuntimeOf(rec, svc);
+      if (runtime !== undefined) {
+        return [svc, (await sandboxProcesses(runtime, id)).map((p): [number, number] => [p.pid, 0])];
+      }
+      const pids = await docker.containers.processes(id);
+      return [
+        svc,
+        await Promise.all(pids.map(async (p): Promise<[number, number]> => [p, await startTime(p)])),
+      ];
+    }),
+  );
+  return Object.fromEntries(lists);
 }
 
 /**

@@ -8,7 +8,6 @@ import type { HostContext } from "./host-context.js";
 import { egressProbe } from "./host-reports.js";
 import type { PhaseListener } from "./phase-listener.js";
 import { startServices } from "./start-services.js";
-import { waitHealthy } from "./wait-healthy.js";
 
 /** Stop, start and removal of environments and versions. The caller holds the environment's lock. */
 
@@ -43,10 +42,9 @@ export async function startEnvironment(
   for (const [svc, id] of Object.entries(rec.containers)) {
     if ((await ctx.docker.containers.inspect(id))?.running) wasRunning.add(svc);
   }
-  await startServices(ctx, rec);
-  phase.end("start", { containers: rec.containers });
-  phase.start("health");
-  await waitHealthy(ctx, rec, rec.plan.services);
+  await startServices(ctx, rec, {
+    onStarted: () => phase.end("start", { containers: rec.containers }, "health"),
+  });
   phase.end("health", { services: rec.plan.services.map((s) => s.name) });
   const fresh = await captureBaseline(ctx.docker, rec);
   for (const [svc, list] of Object.entries(fresh)) if (!wasRunning.has(svc)) rec.baseline[svc] = list;

@@ -24,8 +24,7 @@ import type { PhaseListener } from "./phase-listener.js";
 import { resolveUid } from "./principals.js";
 import { startServices } from "./start-services.js";
 import { freeSubnet } from "./subnets.js";
-import type { Undo } from "./undo.js";
-import { waitHealthy } from "./wait-healthy.js";
+import { settleAll, type Undo } from "./undo.js";
 
 /** What deploy and fork know before an environment exists. */
 export type EnvironmentBase = Pick<
@@ -34,10 +33,16 @@ export type EnvironmentBase = Pick<
 >;
 
 /**
- * Network, volumes, containers in dependency order, health, protections, probe. Used by deploy
- * (fresh volumes) and fork (volumes cloned from `from`). Whatever it creates is pushed on `undo`,
- * which the caller runs on failure. A deploy creates everything in its `place` phase; a fork
- * creates its network there and restores its volumes and containers in `restore`.
+ * Network, volumes, containers, start in dependency order, health, protections, probe. Used by
+ * deploy (fresh volumes) and fork (volumes cloned from `from`). Whatever it creates is pushed on
+ * `undo`, which the caller runs on failure. A deploy creates everything in its `place` phase; a
+ * fork creates its network there and restores its volumes and containers in `restore`.
+ *
+ * What does not depend on another step runs at once (the volumes while the network is created,
+ * the host's firewall rule while containers are created; the volumes, and the containers, among
+ * themselves); what does waits for exactly that: containers for the network and the volumes,
+ * the first start for the firewall rule, a service for its `depends_on` conditions
+ * (startServices).
  */
 export async function materialize(
   ctx: HostContext,
@@ -46,115 +51,92 @@ export async function materialize(
   undo: Undo,
   phase: PhaseListener,
 ): Promise<EnvironmentRecord> {
-  const { plan, command } = base;
+  const { plan } = base;
   phase.start("place");
   const t0 = Date.now();
-  const envRef = { project: base.project, id: base.id };
   const egressDenied = plan.egress !== "allow";
   const disk = await decideDiskCaps(ctx, plan);
   const agentRuntime = await sandboxRuntime(ctx, plan);
 
-  const network = await createNetwork(ctx, base, egressDenied);
-  undo.push(`network ${network.name}`, () => ctx.docker.networks.remove(network.id));
-  if (egressDenied) {
-    await rejectToHost(network.id);
-    undo.push(`firewall rule of ${network.name}`, () => removeRejectRule(network.id));
-  }
-  // Egress by phase: with x-denv.egress: mirrors the agent's episode reaches the host's package
-  // mirrors through denvd's proxy on the gateway, and nothing else (the probe still runs).
-  let egress: MirrorEgress | undefined;
-  if (plan.egress === "mirrors") {
-    const opened = await openMirrorEgress(network, ctx.settings.buildMirrors);
-    egress = opened;
-    undo.push(`mirror proxy of ${network.name}`, () => opened.close());
-  }
-
-  if (from) phase.end("place", { host: ctx.hostId }, "restore");
-  const volumes: EnvironmentRecord["volumes"] = {};
-  const volumeNames: Record<string, string> = {};
-  for (const vol of plan.volumes) {
-    const storeId = `${base.project}-${base.name}-${vol}-${randomBytes(4).toString("hex")}`;
-    const snap = from?.volumes[vol];
-    const path = snap
-      ? await ctx.store.clone(snap.snapshot, storeId, disk.volumeBytes)
-      : await ctx.store.create(storeId, disk.volumeBytes);
-    undo.push(`store ${storeId}`, () => ctx.store.removeLive(storeId));
-    const dockerName = ctx.dockerName(base.project, base.name, vol);
-    await ctx.docker.volumes.createBound(
-      dockerName,
-      path,
-      ctx.labels(envRef, "service", command, { volume: vol }),
-    );
-    undo.push(`volume ${dockerName}`, () => ctx.docker.volumes.remove(dockerName));
-    volumes[vol] = { docker: dockerName, store: storeId };
-    volumeNames[vol] = dockerName;
-  }
-
-  const rec: EnvironmentRecord = {
-    ...base,
-    status: "running",
-    network: { id: network.id, name: network.name, subnet: network.subnet, gateway: network.gateway },
-    containers: {},
+  // Volumes need no network: they are cloned (or made) while the network is created.
+  const volumesMade = createVolumes(ctx, base, from, disk.volumeBytes, undo).then((volumes) => ({
     volumes,
-    baseline: {},
-    createdAt: new Date().toISOString(),
-    evidence: {},
-  };
-  for (const svc of plan.services) {
-    const image = base.images[svc.name];
-    if (!image) throw new DenvError("internal", `no image recorded for service ${svc.name}`);
-    const id = await ctx.docker.containers.create(
-      containerSpec({
-        plan,
-        service: svc,
-        image: image.imageId,
-        containerName: ctx.dockerName(base.project, base.name, svc.name),
-        networkName: network.name,
-        volumeNames,
-        layerCapBytes: disk.layerBytes,
-        labels: ctx.labels(envRef, "service", command, { service: svc.name, version: base.parentVersion }),
-        agentRuntime,
-        agentEnv: egress?.env,
-        restored: from !== undefined,
-      }),
-    );
-    rec.containers[svc.name] = id;
-    undo.push(`container ${svc.name}`, () => ctx.docker.containers.remove(id));
-  }
-  let agentEvidence: AgentEvidence | undefined;
-  if (isProtected(plan)) {
-    const agent = rec.containers[plan.agent.service] as string;
-    const uid = (await resolveUid(ctx.docker, agent, plan.agent.user)) ?? null;
-    const root = isRootUser(plan.agent.user) || uid === 0;
-    // The validator refused root spellings outside a sandbox; a name can still be uid 0 in the
-    // image's passwd.
-    if (root && agentRuntime === undefined) {
-      throw new DenvError("agent_root", Protection.agentRoot(plan.agent.service));
-    }
-    agentEvidence = {
-      service: plan.agent.service,
-      user: plan.agent.user,
-      uid,
-      root,
-      confinement: agentRuntime === undefined ? "container" : "gvisor",
-      ...(agentRuntime === undefined ? {} : { runtime: agentRuntime }),
+    volumesMs: Date.now() - t0,
+  }));
+  // Awaited below; a failure meanwhile is not an unhandled rejection.
+  volumesMade.catch(() => undefined);
+  const network = await createNetwork(ctx, base, egressDenied).catch(async (err: unknown) => {
+    await volumesMade.catch(() => undefined);
+    throw err;
+  });
+  undo.push(`network ${network.name}`, () => ctx.docker.networks.remove(network.id));
+  const tNetwork = Date.now();
+  // No container runs before the start below, which waits for the reject rule: it goes in
+  // while the volumes and containers are created. Undone even when only part of it went in.
+  let firewallMs = 0;
+  const firewall = egressDenied
+    ? (async () => {
+        undo.push(`firewall rule of ${network.name}`, () => removeRejectRule(network.id));
+        await rejectToHost(network.id);
+        firewallMs = Date.now() - tNetwork;
+      })()
+    : Promise.resolve();
+  // Egress by phase: with x-denv.egress: mirrors the agent's episode reaches the host's package
+  // mirrors through denvd's proxy on the gateway, and nothing else (the probe still runs). Its
+  // opening sits above the reject rules, so it goes in after them.
+  const mirror: Promise<MirrorEgress | undefined> =
+    plan.egress === "mirrors"
+      ? firewall.then(async () => {
+          const opened = await openMirrorEgress(network, ctx.settings.buildMirrors);
+          undo.push(`mirror proxy of ${network.name}`, () => opened.close());
+          return opened;
+        })
+      : Promise.resolve(undefined);
+  const created = (async () => {
+    if (from) phase.end("place", { host: ctx.hostId }, "restore");
+    const { volumes, volumesMs } = await volumesMade;
+    const tContainers = Date.now();
+    const rec: EnvironmentRecord = {
+      ...base,
+      status: "running",
+      network: { id: network.id, name: network.name, subnet: network.subnet, gateway: network.gateway },
+      containers: {},
+      volumes,
+      baseline: {},
+      createdAt: new Date().toISOString(),
+      evidence: {},
     };
-    if (agentRuntime !== undefined) rec.agentRuntime = agentRuntime;
-    if (!from) await ownWorkdir(ctx.docker, rec);
-  }
+    rec.containers = await createContainers(ctx, base, undo, {
+      networkName: network.name,
+      volumeNames: Object.fromEntries(Object.entries(volumes).map(([vol, v]) => [vol, v.docker])),
+      layerCapBytes: disk.layerBytes,
+      agentRuntime,
+      agentEnv: (await mirror)?.env,
+      restored: from !== undefined,
+    });
+    const agent = await agentPrincipal(ctx, rec, agentRuntime, from === undefined);
+    return { rec, agent, volumesMs, containersMs: Date.now() - tContainers };
+  })();
+  // Whatever fails, the steps under way end before the rollback runs.
+  const [, egress, made] = await settleAll([firewall, mirror, created]);
+  const { rec, agent: agentEvidence } = made;
   const tCreated = Date.now();
   if (from) phase.end("restore", { version: from.id, method: ctx.store.method });
   else phase.end("place", { host: ctx.hostId });
 
   phase.start("start");
-  await startServices(ctx, rec);
-  const tStarted = Date.now();
-  phase.end("start", { containers: rec.containers });
-  phase.start("health");
-  await waitHealthy(ctx, rec, plan.services);
+  let tStarted = 0;
+  const services = await startServices(ctx, rec, {
+    origin: t0,
+    onStarted: () => {
+      tStarted = Date.now();
+      phase.end("start", { containers: rec.containers }, "health");
+    },
+  });
   const tHealthy = Date.now();
   phase.end("health", { services: plan.services.map((s) => s.name) });
   rec.baseline = await captureBaseline(ctx.docker, rec);
+  const tBaseline = Date.now();
 
   await ctx.settings.beforeProbe?.(rec);
   let probe: EgressProbe | undefined;
@@ -181,6 +163,12 @@ export async function materialize(
       health_ms: tHealthy - tStarted,
       probe_ms: probe?.duration_ms ?? 0,
       total_ms: Date.now() - t0,
+      network_ms: tNetwork - t0,
+      firewall_ms: firewallMs,
+      volumes_ms: made.volumesMs,
+      containers_ms: made.containersMs,
+      baseline_ms: tBaseline - tHealthy,
+      services,
     },
     probe: probe ?? { skipped: "egress allowed (service project)" },
     disk: disk.evidence,
@@ -207,6 +195,112 @@ export async function materialize(
   undo.push(`record ${rec.id}`, () => ctx.records.deleteEnvironment(rec.id));
   ctx.log(`${rec.id} ready in ${Date.now() - t0} ms`);
   return rec;
+}
+
+/** The environment's live volumes, all at once: fresh ones, or clones of `from`'s snapshots. */
+async function createVolumes(
+  ctx: HostContext,
+  base: EnvironmentBase,
+  from: VersionRecord | undefined,
+  capBytes: number | undefined,
+  undo: Undo,
+): Promise<EnvironmentRecord["volumes"]> {
+  const envRef = { project: base.project, id: base.id };
+  const made = await settleAll(
+    base.plan.volumes.map(async (vol) => {
+      const storeId = `${base.project}-${base.name}-${vol}-${randomBytes(4).toString("hex")}`;
+      const snap = from?.volumes[vol];
+      const path = snap
+        ? await ctx.store.clone(snap.snapshot, storeId, capBytes)
+        : await ctx.store.create(storeId, capBytes);
+      undo.push(`store ${storeId}`, () => ctx.store.removeLive(storeId));
+      const dockerName = ctx.dockerName(base.project, base.name, vol);
+      await ctx.docker.volumes.createBound(
+        dockerName,
+        path,
+        ctx.labels(envRef, "service", base.command, { volume: vol }),
+      );
+      undo.push(`volume ${dockerName}`, () => ctx.docker.volumes.remove(dockerName));
+      return [vol, { docker: dockerName, store: storeId }] as const;
+    }),
+  );
+  return Object.fromEntries(made);
+}
+
+/** The services' containers, created all at once; container id per service, in plan order. */
+async function createContainers(
+  ctx: HostContext,
+  base: EnvironmentBase,
+  undo: Undo,
+  o: {
+    networkName: string;
+    volumeNames: Record<string, string>;
+    layerCapBytes: number | undefined;
+    agentRuntime: string | undefined;
+    agentEnv: Record<string, string> | undefined;
+    restored: boolean;
+  },
+): Promise<Record<string, string>> {
+  const { plan } = base;
+  const envRef = { project: base.project, id: base.id };
+  const ids = await settleAll(
+    plan.services.map(async (svc) => {
+      const image = base.images[svc.name];
+      if (!image) throw new DenvError("internal", `no image recorded for service ${svc.name}`);
+      const id = await ctx.docker.containers.create(
+        containerSpec({
+          plan,
+          service: svc,
+          image: image.imageId,
+          containerName: ctx.dockerName(base.project, base.name, svc.name),
+          networkName: o.networkName,
+          volumeNames: o.volumeNames,
+          layerCapBytes: o.layerCapBytes,
+          labels: ctx.labels(envRef, "service", base.command, {
+            service: svc.name,
+            version: base.parentVersion,
+          }),
+          agentRuntime: o.agentRuntime,
+          agentEnv: o.agentEnv,
+          restored: o.restored,
+        }),
+      );
+      undo.push(`container ${svc.name}`, () => ctx.docker.containers.remove(id));
+      return [svc.name, id] as const;
+    }),
+  );
+  return Object.fromEntries(ids);
+}
+
+/**
+ * Protection 1 at creation: who the agent is in its image (a name can be uid 0 in the image's
+ * passwd, which the validator cannot see), refused when that is root outside a sandbox; a fresh
+ * environment's agent is given its workdir. Undefined for a project that is not protected.
+ */
+async function agentPrincipal(
+  ctx: HostContext,
+  rec: EnvironmentRecord,
+  agentRuntime: string | undefined,
+  fresh: boolean,
+): Promise<AgentEvidence | undefined> {
+  const { plan } = rec;
+  if (!isProtected(plan)) return undefined;
+  const agent = rec.containers[plan.agent.service] as string;
+  const uid = (await resolveUid(ctx.docker, agent, plan.agent.user)) ?? null;
+  const root = isRootUser(plan.agent.user) || uid === 0;
+  if (root && agentRuntime === undefined) {
+    throw new DenvError("agent_root", Protection.agentRoot(plan.agent.service));
+  }
+  if (agentRuntime !== undefined) rec.agentRuntime = agentRuntime;
+  if (fresh) await ownWorkdir(ctx.docker, rec);
+  return {
+    service: plan.agent.service,
+    user: plan.agent.user,
+    uid,
+    root,
+    confinement: agentRuntime === undefined ? "container" : "gvisor",
+    ...(agentRuntime === undefined ? {} : { runtime: agentRuntime }),
+  };
 }
 
 /** The environment's own bridge network, on a /24 of the host's pool no other network uses. */

@@ -43,3 +43,18 @@ export async function undoable<T>(log: (line: string) => void, fn: (undo: Undo) 
     throw new DenvError(e.code, e.message, [...e.details, ...failed.map((f) => `rollback: ${f}`)]);
   }
 }
+
+/**
+ * Like Promise.all, but waits for every promise to settle before it throws the first failure:
+ * steps that run side by side have all pushed their undo steps (or finished) by the time a
+ * rollback runs, so none creates something after it.
+ */
+export async function settleAll<T extends readonly unknown[] | []>(
+  values: T,
+): Promise<{ -readonly [P in keyof T]: Awaited<T[P]> }> {
+  const results = (await Promise.allSettled(values)) as PromiseSettledResult<unknown>[];
+  for (const r of results) if (r.status === "rejected") throw r.reason;
+  return results.map((r) => (r as PromiseFulfilledResult<unknown>).value) as {
+    -readonly [P in keyof T]: Awaited<T[P]>;
+  };
+}

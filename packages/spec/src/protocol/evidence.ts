@@ -88,12 +88,46 @@ export const EgressEvidence = z.object({
 });
 export type EgressEvidence = z.infer<typeof EgressEvidence>;
 
+/**
+ * One service's start, in ms since the environment's materialisation began: when denvd asked the
+ * engine to start it (its `depends_on` conditions held), when the engine had started it, and when
+ * it was ready (its default route gone, and healthy, or running without a healthcheck, or a
+ * one-shot exited 0).
+ */
+export const ServiceStartTimes = z.object({
+  service: z.string(),
+  start_ms: Ms,
+  running_ms: Ms,
+  ready_ms: Ms,
+});
+export type ServiceStartTimes = z.infer<typeof ServiceStartTimes>;
+
+/**
+ * How long standing an environment up took. `create_ms`, `start_ms`, `health_ms`, `probe_ms`
+ * follow one another and add up to about `total_ms`; the optional keys (absent in older records)
+ * split `create_ms` into spans that overlap (the firewall rule goes in while volumes and
+ * containers are created), give the process baseline's time and each service's start.
+ */
+export const EnvironmentTimings = z.object({
+  create_ms: Ms,
+  start_ms: Ms,
+  health_ms: Ms,
+  probe_ms: Ms,
+  total_ms: Ms,
+  network_ms: Ms.optional(),
+  firewall_ms: Ms.optional(),
+  volumes_ms: Ms.optional(),
+  containers_ms: Ms.optional(),
+  baseline_ms: Ms.optional(),
+  services: z.array(ServiceStartTimes).optional(),
+});
+
 export const EnvironmentEvidence = z.object({
   placement: z.object({ host: z.string(), reason: z.string() }),
   network: z.object({ name: z.string(), subnet: z.string(), internal: z.boolean() }),
   volumes: z.object({ method: z.string(), from: z.string().nullable() }),
   images: ByService,
-  timings: z.object({ create_ms: Ms, start_ms: Ms, health_ms: Ms, probe_ms: Ms, total_ms: Ms }),
+  timings: EnvironmentTimings,
   probe: ProbeEvidence,
   /** Absent when nothing was built (every image pulled, or a fork). */
   build: BuildEvidence.optional(),
