@@ -217,10 +217,13 @@ export function choose(c: Choice): Placement {
   });
 
   if (eligible.length === 0) throw noHost(c, candidates, roomMisses);
-  eligible.sort(
-    (a, b) => b.score - a.score || a.environments - b.environments || a.host.id.localeCompare(b.host.id),
-  );
-  const best = eligible[0] as (typeof eligible)[number];
+  // The highest score; ties to fewer environments, then to the first host id (one pass: a
+  // target may have 10,000 hosts).
+  let best = eligible[0] as (typeof eligible)[number];
+  for (const e of eligible) {
+    const d = e.score - best.score || best.environments - e.environments;
+    if (d > 0 || (d === 0 && e.host.id.localeCompare(best.host.id) < 0)) best = e;
+  }
   const roomLeft = `${Math.round(best.room * 100)}% of its room left after this one`;
   if (c.version) {
     if (best.local) return evidence(best.host.id, `holds ${c.version.id} (snapshot locality)`);
@@ -257,17 +260,30 @@ function listed(
   kinds: ReadonlyArray<{ kind: OmittedKind; local: boolean }>,
   chosen: string,
 ): Pick<PlacementEvidence, "candidates" | "omitted"> {
-  if (all.length <= PLACEMENT_CANDIDATES_LISTED) return { candidates: all };
-  const rank = (i: number) => {
-    const k = kinds[i] as { kind: OmittedKind; local: boolean };
-    return (all[i] as { host: string }).host === chosen ? 0 : k.local ? 1 : k.kind === "eligible" ? 2 : 3;
+  const max = PLACEMENT_CANDIDATES_LISTED;
+  if (all.length <= max) return { candidates: all };
+  const score = (i: number) => all[i]?.score ?? 0;
+  // Higher score first, then the candidates' order.
+  const byScore = (a: number, b: number) => score(b) - score(a) || a - b;
+  const keep = new Set<number>();
+  const take = (i: number) => {
+    if (keep.size < max) keep.add(i);
   };
-  const keep = new Set(
-    all
-      .map((_, i) => i)
-      .sort((a, b) => rank(a) - rank(b) || (all[b]?.score ?? 0) - (all[a]?.score ?? 0) || a - b)
-      .slice(0, PLACEMENT_CANDIDATES_LISTED),
-  );
+  take(all.findIndex((x) => x.host === chosen));
+  const holders = [...kinds.keys()].filter((i) => kinds[i]?.local && !keep.has(i));
+  for (const i of holders.sort(byScore)) take(i);
+  // The best scores of the others: one pass keeping the top `max`.
+  const top: number[] = [];
+  for (const [i, k] of kinds.entries()) {
+    if (k.kind !== "eligible" || keep.has(i)) continue;
+    if (top.length === max && score(i) <= score(top[max - 1] as number)) continue;
+    let j = top.length;
+    while (j > 0 && score(top[j - 1] as number) < score(i)) j--;
+    top.splice(j, 0, i);
+    if (top.length > max) top.pop();
+  }
+  for (const i of top) take(i);
+  for (const [i, k] of kinds.entries()) if (k.kind !== "eligible") take(i);
   const omitted = { eligible: 0, offline: 0, draining: 0, labels: 0, room: 0 };
   for (const [i, k] of kinds.entries()) if (!keep.has(i)) omitted[k.kind]++;
   return { candidates: all.filter((_, i) => keep.has(i)), omitted };
