@@ -20,8 +20,16 @@ function present(t: TokenRecord, secret?: string): ApiTokenOut {
   });
 }
 
-/** API tokens: `denv_<random>`, stored as sha256, shown once at creation. */
+/**
+ * API tokens: `denv_<random>`, stored as sha256, shown once at creation. Every request
+ * authenticates, so the tokens found are kept by hash; only this service writes tokens, and a
+ * deletion drops them all (a lookup that a deletion overtook is not kept).
+ */
 export class AuthService {
+  private readonly known = new Map<string, TokenRecord>();
+  /** Bumped by every deletion: a lookup started before one does not fill `known`. */
+  private deletions = 0;
+
   constructor(private readonly store: Store) {}
 
   /** Resolves an `Authorization` header to a principal (401 when missing or unknown). */
@@ -32,7 +40,13 @@ export class AuthService {
     }
     if (m[1].startsWith(SecretPrefix.host))
       throw new DenvError("unauthorized", HostMessages.credentialNotApiToken);
-    const token = await this.store.tokenByHash(hashSecret(m[1]));
+    const hash = hashSecret(m[1]);
+    let token = this.known.get(hash);
+    if (!token) {
+      const deletions = this.deletions;
+      token = await this.store.tokenByHash(hash);
+      if (token && deletions === this.deletions) this.known.set(hash, token);
+    }
     if (!token) throw new DenvError("unauthorized", "API token is not valid");
     return {
       tokenId: token.id,
@@ -68,7 +82,14 @@ export class AuthService {
 
   async delete(p: Principal, id: string): Promise<void> {
     requireAdmin(p);
-    if (!(await this.store.deleteToken(id))) throw NotFound.token(id);
+    let deleted: boolean;
+    try {
+      deleted = await this.store.deleteToken(id);
+    } finally {
+      this.deletions++;
+      this.known.clear();
+    }
+    if (!deleted) throw NotFound.token(id);
   }
 
   /**
