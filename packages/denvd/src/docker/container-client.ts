@@ -1,15 +1,19 @@
 import { PassThrough, type Readable } from "node:stream";
 import type Docker from "dockerode";
 import { demuxBuffer, engineError, labelFilter, statusOf } from "./engine-error.js";
+import type { EngineHttp, LazyDocker } from "./engine-http.js";
 import type { ContainerState, ExecHandle, ExecSpec, ManagedObject, PathStat } from "./engine-types.js";
 
 /** Containers: create, lifecycle, inspect, processes, logs, archives and execs. */
 export class ContainerClient {
-  constructor(private readonly api: Docker) {}
+  constructor(
+    private readonly api: LazyDocker,
+    private readonly http: EngineHttp,
+  ) {}
 
   async create(spec: Docker.ContainerCreateOptions): Promise<string> {
     try {
-      const c = await this.api.createContainer(spec);
+      const c = await this.api().createContainer(spec);
       return c.id;
     } catch (err) {
       throw engineError(err, `create container ${spec.name ?? ""}`);
@@ -18,7 +22,7 @@ export class ContainerClient {
 
   async start(id: string): Promise<void> {
     try {
-      await this.api.getContainer(id).start();
+      await this.api().getContainer(id).start();
     } catch (err) {
       if (statusOf(err) === 304) return;
       throw engineError(err, `start ${id}`);
@@ -27,7 +31,7 @@ export class ContainerClient {
 
   async stop(id: string, graceSec: number): Promise<void> {
     try {
-      await this.api.getContainer(id).stop({ t: graceSec });
+      await this.api().getContainer(id).stop({ t: graceSec });
     } catch (err) {
       if (statusOf(err) === 304 || statusOf(err) === 404) return;
       throw engineError(err, `stop ${id}`);
@@ -36,7 +40,7 @@ export class ContainerClient {
 
   async restart(id: string, graceSec: number): Promise<void> {
     try {
-      await this.api.getContainer(id).restart({ t: graceSec });
+      await this.api().getContainer(id).restart({ t: graceSec });
     } catch (err) {
       throw engineError(err, `restart ${id}`);
     }
@@ -44,7 +48,7 @@ export class ContainerClient {
 
   async pause(id: string): Promise<void> {
     try {
-      await this.api.getContainer(id).pause();
+      await this.api().getContainer(id).pause();
     } catch (err) {
       throw engineError(err, `pause ${id}`);
     }
@@ -52,7 +56,7 @@ export class ContainerClient {
 
   async unpause(id: string): Promise<void> {
     try {
-      await this.api.getContainer(id).unpause();
+      await this.api().getContainer(id).unpause();
     } catch (err) {
       throw engineError(err, `unpause ${id}`);
     }
@@ -60,7 +64,7 @@ export class ContainerClient {
 
   async wait(id: string): Promise<number> {
     try {
-      const res = (await this.api.getContainer(id).wait()) as { StatusCode: number };
+      const res = (await this.api().getContainer(id).wait()) as { StatusCode: number };
       return res.StatusCode;
     } catch (err) {
       throw engineError(err, `wait ${id}`);
@@ -69,7 +73,7 @@ export class ContainerClient {
 
   async kill(id: string): Promise<void> {
     try {
-      await this.api.getContainer(id).kill();
+      await this.api().getContainer(id).kill();
     } catch (err) {
       if (statusOf(err) === 404 || statusOf(err) === 409) return;
       throw engineError(err, `kill ${id}`);
@@ -78,7 +82,7 @@ export class ContainerClient {
 
   async remove(id: string): Promise<void> {
     try {
-      await this.api.getContainer(id).remove({ force: true, v: false });
+      await this.api().getContainer(id).remove({ force: true, v: false });
     } catch (err) {
       if (statusOf(err) === 404) return;
       throw engineError(err, `remove container ${id}`);
@@ -88,7 +92,7 @@ export class ContainerClient {
   async inspect(id: string): Promise<ContainerState | undefined> {
     let c: Docker.ContainerInspectInfo;
     try {
-      c = await this.api.getContainer(id).inspect();
+      c = await this.api().getContainer(id).inspect();
     } catch (err) {
       if (statusOf(err) === 404) return undefined;
       throw engineError(err, `inspect ${id}`);
@@ -125,7 +129,10 @@ export class ContainerClient {
   }
 
   async list(labels: Record<string, string>): Promise<ManagedObject[]> {
-    const list = await this.api.listContainers({ all: true, filters: { label: labelFilter(labels) } });
+    const list = await this.http.get<Docker.ContainerInfo[]>("/containers/json", {
+      all: true,
+      filters: { label: labelFilter(labels) },
+    });
     return list.map((c) => ({
       id: c.Id,
       name: (c.Names[0] ?? c.Id).replace(/^\//, ""),
@@ -136,7 +143,7 @@ export class ContainerClient {
   /** Host pids of every process in the container. */
   async processes(id: string): Promise<number[]> {
     try {
-      const top = (await this.api.getContainer(id).top({ ps_args: "-o pid" })) as {
+      const top = (await this.api().getContainer(id).top({ ps_args: "-o pid" })) as {
         Titles: string[];
         Processes: string[][] | null;
       };
@@ -150,7 +157,7 @@ export class ContainerClient {
 
   async logs(id: string, tail: number): Promise<{ stdout: Buffer; stderr: Buffer }> {
     try {
-      const raw = (await this.api
+      const raw = (await this.api()
         .getContainer(id)
         .logs({ stdout: true, stderr: true, tail, follow: false })) as unknown as Buffer;
       return demuxBuffer(raw);
@@ -162,7 +169,7 @@ export class ContainerClient {
   /** A tar of `path`, resolved by the engine inside the container's own root. */
   async getArchive(id: string, path: string): Promise<Readable> {
     try {
-      return (await this.api.getContainer(id).getArchive({ path })) as unknown as Readable;
+      return (await this.api().getContainer(id).getArchive({ path })) as unknown as Readable;
     } catch (err) {
       throw engineError(err, `read ${path}`);
     }
@@ -172,7 +179,7 @@ export class ContainerClient {
   async statPath(id: string, path: string): Promise<PathStat | undefined> {
     let res: { headers?: Record<string, string | undefined>; resume?: () => void };
     try {
-      res = (await this.api.getContainer(id).infoArchive({ path })) as typeof res;
+      res = (await this.api().getContainer(id).infoArchive({ path })) as typeof res;
     } catch (err) {
       if (statusOf(err) === 404) return undefined;
       throw engineError(err, `stat ${path}`);
@@ -199,7 +206,9 @@ export class ContainerClient {
 
   async putArchive(id: string, path: string, tar: Readable | Buffer): Promise<void> {
     try {
-      await this.api.getContainer(id).putArchive(tar as unknown as string, { path });
+      await this.api()
+        .getContainer(id)
+        .putArchive(tar as unknown as string, { path });
     } catch (err) {
       throw engineError(err, `write ${path}`);
     }
@@ -208,16 +217,18 @@ export class ContainerClient {
   async exec(containerId: string, spec: ExecSpec): Promise<ExecHandle> {
     let exec: Docker.Exec;
     try {
-      exec = await this.api.getContainer(containerId).exec({
-        Cmd: spec.cmd,
-        AttachStdin: spec.stdin,
-        AttachStdout: true,
-        AttachStderr: true,
-        Tty: spec.tty ?? false,
-        User: spec.user,
-        WorkingDir: spec.cwd,
-        Env: spec.env,
-      });
+      exec = await this.api()
+        .getContainer(containerId)
+        .exec({
+          Cmd: spec.cmd,
+          AttachStdin: spec.stdin,
+          AttachStdout: true,
+          AttachStderr: true,
+          Tty: spec.tty ?? false,
+          User: spec.user,
+          WorkingDir: spec.cwd,
+          Env: spec.env,
+        });
     } catch (err) {
       throw engineError(err, `exec in ${containerId}`);
     }
@@ -232,7 +243,7 @@ export class ContainerClient {
       stream.pipe(stdout);
       stream.on("end", () => stderr.end());
     } else {
-      this.api.modem.demuxStream(stream, stdout, stderr);
+      this.api().modem.demuxStream(stream, stdout, stderr);
       stream.on("end", () => {
         stdout.end();
         stderr.end();

@@ -1,7 +1,6 @@
-import type { Readable } from "node:stream";
-import Docker from "dockerode";
 import { ContainerClient } from "./container-client.js";
 import { engineError, labelFilter } from "./engine-error.js";
+import { EngineHttp, lazyDocker } from "./engine-http.js";
 import type { EngineEvent } from "./engine-types.js";
 import { ImageClient } from "./image-client.js";
 import { NetworkClient } from "./network-client.js";
@@ -11,28 +10,30 @@ export type * from "./engine-types.js";
 
 /**
  * The one place denvd talks to the Docker Engine: a client per kind of object, and the engine's
- * own calls (ping, version, events). Nothing outside this folder holds dockerode.
+ * own calls (ping, version, events). Nothing outside this folder holds dockerode, and this
+ * folder loads it only at the first call that needs it (engine-http.ts says why and which do not).
  */
 export class DockerClient {
   readonly containers: ContainerClient;
   readonly images: ImageClient;
   readonly networks: NetworkClient;
   readonly volumes: VolumeClient;
-  private readonly api: Docker;
+  private readonly http: EngineHttp;
   private versionOnce: Promise<{ version: string; apiVersion: string }> | undefined;
   private layerCapsOnce: Promise<{ supported: boolean; storage: string }> | undefined;
 
   constructor(socketPath = "/var/run/docker.sock") {
-    this.api = new Docker({ socketPath });
-    this.containers = new ContainerClient(this.api);
-    this.images = new ImageClient(this.api);
-    this.networks = new NetworkClient(this.api);
-    this.volumes = new VolumeClient(this.api);
+    const api = lazyDocker(socketPath);
+    this.http = new EngineHttp(socketPath);
+    this.containers = new ContainerClient(api, this.http);
+    this.images = new ImageClient(api, this.http);
+    this.networks = new NetworkClient(api, this.http);
+    this.volumes = new VolumeClient(api, this.http);
   }
 
   async ping(): Promise<void> {
     try {
-      await this.api.ping();
+      await this.http.get("/_ping");
     } catch (err) {
       throw engineError(err, "the Docker engine does not answer (is dockerd running?)");
     }
@@ -41,9 +42,9 @@ export class DockerClient {
   /** The engine's version (asked once: an engine does not change under a running client). */
   async version(): Promise<{ version: string; apiVersion: string }> {
     try {
-      this.versionOnce ??= (this.api.version() as Promise<{ Version?: string; ApiVersion?: string }>).then(
-        (v) => ({ version: v.Version ?? "", apiVersion: v.ApiVersion ?? "" }),
-      );
+      this.versionOnce ??= this.http
+        .get<{ Version?: string; ApiVersion?: string }>("/version")
+        .then((v) => ({ version: v.Version ?? "", apiVersion: v.ApiVersion ?? "" }));
       return await this.versionOnce;
     } catch (err) {
       this.versionOnce = undefined;
@@ -54,7 +55,7 @@ export class DockerClient {
   /** The OCI runtimes the engine has (asked each time: `dockerd` reloads them on SIGHUP). */
   async runtimes(): Promise<string[]> {
     try {
-      const info = (await this.api.info()) as { Runtimes?: Record<string, unknown> };
+      const info = await this.http.get<{ Runtimes?: Record<string, unknown> }>("/info");
       return Object.keys(info.Runtimes ?? {});
     } catch (err) {
       throw engineError(err, "the Docker engine does not answer (is dockerd running?)");
@@ -76,7 +77,7 @@ export class DockerClient {
 
   private async readLayerCaps(): Promise<{ supported: boolean; storage: string }> {
     try {
-      const info = (await this.api.info()) as { Driver?: string; DriverStatus?: Array<[string, string]> };
+      const info = await this.http.get<{ Driver?: string; DriverStatus?: Array<[string, string]> }>("/info");
       const driver = info.Driver ?? "";
       const backing = (info.DriverStatus ?? []).find(([k]) => k === "Backing Filesystem")?.[1] ?? "";
       const storage = backing ? `${driver} on ${backing}` : driver;
@@ -96,9 +97,9 @@ export class DockerClient {
     labels: Record<string, string>,
     listener: (event: EngineEvent) => void,
   ): Promise<() => void> {
-    const stream = (await this.api.getEvents({
+    const stream = await this.http.stream("/events", {
       filters: { type: ["container"], event: ["start"], label: labelFilter(labels) },
-    })) as Readable;
+    });
     let buf = "";
     stream.on("data", (chunk: Buffer) => {
       buf += chunk.toString("utf8");

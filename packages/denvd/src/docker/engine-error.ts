@@ -1,4 +1,4 @@
-import { DenvError } from "@denv/spec";
+import { DenvError } from "@denv/spec/errors";
 
 /** The HTTP status dockerode attached to an engine error, if any. */
 export function statusOf(err: unknown): number | undefined {

@@ -1,16 +1,21 @@
 import type { Readable } from "node:stream";
-import { DenvError, Labels } from "@denv/spec";
+import { DenvError } from "@denv/spec/errors";
+import { Labels } from "@denv/spec/labels";
 import type Docker from "dockerode";
 import { engineError, labelFilter, statusOf } from "./engine-error.js";
+import type { EngineHttp, LazyDocker } from "./engine-http.js";
 import type { ImageInfo, ManagedObject } from "./engine-types.js";
 
 /** Images: inspect, build, commit, squash, tag, list, remove. */
 export class ImageClient {
-  constructor(private readonly api: Docker) {}
+  constructor(
+    private readonly api: LazyDocker,
+    private readonly http: EngineHttp,
+  ) {}
 
   async info(ref: string): Promise<ImageInfo | undefined> {
     try {
-      const i = await this.api.getImage(ref).inspect();
+      const i = await this.api().getImage(ref).inspect();
       return {
         id: i.Id,
         repoDigests: i.RepoDigests ?? [],
@@ -46,7 +51,7 @@ export class ImageClient {
   ): Promise<string> {
     let stream: NodeJS.ReadableStream;
     try {
-      stream = await this.api.buildImage(context, {
+      stream = await this.api().buildImage(context, {
         t: opts.tag,
         dockerfile: opts.dockerfile,
         buildargs: opts.args,
@@ -61,7 +66,7 @@ export class ImageClient {
     }
     const tail: string[] = [];
     await new Promise<void>((resolve, reject) => {
-      this.api.modem.followProgress(
+      this.api().modem.followProgress(
         stream,
         (err: Error | null, output: Array<{ error?: string }>) => {
           const failed = err ?? output.find((o) => o.error);
@@ -87,7 +92,7 @@ export class ImageClient {
   /** `docker save` of one image: a tar stream (the engine writes the layers as it reads them). */
   async save(ref: string): Promise<Readable> {
     try {
-      return (await this.api.getImage(ref).get()) as unknown as Readable;
+      return (await this.api().getImage(ref).get()) as unknown as Readable;
     } catch (err) {
       throw engineError(err, `save ${ref}`);
     }
@@ -96,7 +101,7 @@ export class ImageClient {
   /** `docker load` of a tar stream; resolves once the engine has loaded it, with its report. */
   async load(tar: Readable): Promise<string> {
     try {
-      const res = (await this.api.loadImage(tar, { quiet: true })) as unknown as Readable;
+      const res = (await this.api().loadImage(tar, { quiet: true })) as unknown as Readable;
       const out: Buffer[] = [];
       for await (const chunk of res) out.push(chunk as Buffer);
       const text = Buffer.concat(out).toString("utf8");
@@ -115,7 +120,7 @@ export class ImageClient {
   /** Ids of every image on the engine. */
   async allIds(): Promise<string[]> {
     try {
-      return (await this.api.listImages({ all: false })).map((i) => i.Id);
+      return (await this.http.get<Docker.ImageInfo[]>("/images/json")).map((i) => i.Id);
     } catch (err) {
       throw engineError(err, "list images");
     }
@@ -123,7 +128,7 @@ export class ImageClient {
 
   async tag(id: string, repo: string, tag: string): Promise<void> {
     try {
-      await this.api.getImage(id).tag({ repo, tag });
+      await this.api().getImage(id).tag({ repo, tag });
     } catch (err) {
       throw engineError(err, `tag ${id}`);
     }
@@ -131,7 +136,7 @@ export class ImageClient {
 
   async remove(ref: string): Promise<void> {
     try {
-      await this.api.getImage(ref).remove({ force: true });
+      await this.api().getImage(ref).remove({ force: true });
     } catch (err) {
       // An image still used by another version's container is kept (409); gc retries later.
       if (statusOf(err) === 404 || statusOf(err) === 409) return;
@@ -140,7 +145,9 @@ export class ImageClient {
   }
 
   async list(labels: Record<string, string>): Promise<ManagedObject[]> {
-    const list = await this.api.listImages({ filters: { label: labelFilter(labels) } });
+    const list = await this.http.get<Docker.ImageInfo[]>("/images/json", {
+      filters: { label: labelFilter(labels) },
+    });
     return list.map((i) => ({ id: i.Id, name: i.RepoTags?.[0] ?? i.Id, labels: i.Labels ?? {} }));
   }
 
@@ -150,12 +157,14 @@ export class ImageClient {
     opts: { repo: string; tag: string; labels: Record<string, string> },
   ): Promise<string> {
     try {
-      const res = (await this.api.getContainer(containerId).commit({
-        repo: opts.repo,
-        tag: opts.tag,
-        pause: false,
-        changes: Object.entries(opts.labels).map(([k, v]) => `LABEL ${k}=${JSON.stringify(v)}`),
-      })) as { Id: string };
+      const res = (await this.api()
+        .getContainer(containerId)
+        .commit({
+          repo: opts.repo,
+          tag: opts.tag,
+          pause: false,
+          changes: Object.entries(opts.labels).map(([k, v]) => `LABEL ${k}=${JSON.stringify(v)}`),
+        })) as { Id: string };
       return res.Id;
     } catch (err) {
       throw engineError(err, `commit ${containerId}`);
@@ -165,7 +174,7 @@ export class ImageClient {
   /** Flattens an image into one layer (export of a created container + import), keeping its config. */
   async squash(image: string, target: { repo: string; tag: string }, info: ImageInfo): Promise<string> {
     // Never started: it exists only to be exported.
-    const tmp = await this.api.createContainer({
+    const tmp = await this.api().createContainer({
       Image: image,
       Cmd: ["true"],
       Labels: { [Labels.managed]: "true" },
@@ -179,12 +188,12 @@ export class ImageClient {
       if (info.entrypoint) changes.push(`ENTRYPOINT ${JSON.stringify(info.entrypoint)}`);
       if (info.cmd) changes.push(`CMD ${JSON.stringify(info.cmd)}`);
       for (const [k, v] of Object.entries(info.labels)) changes.push(`LABEL ${k}=${JSON.stringify(v)}`);
-      const stream = await this.api.importImage(
+      const stream = await this.api().importImage(
         exported as unknown as string,
         { repo: target.repo, tag: target.tag, changes } as unknown as Record<string, unknown>,
       );
       await new Promise<void>((resolve, reject) =>
-        this.api.modem.followProgress(stream, (err: Error | null) => (err ? reject(err) : resolve())),
+        this.api().modem.followProgress(stream, (err: Error | null) => (err ? reject(err) : resolve())),
       );
     } catch (err) {
       throw engineError(err, `squash ${image}`);

@@ -1,11 +1,15 @@
-import { DenvError } from "@denv/spec";
+import { DenvError } from "@denv/spec/errors";
 import type Docker from "dockerode";
 import { engineError, labelFilter, statusOf } from "./engine-error.js";
+import type { EngineHttp, LazyDocker } from "./engine-http.js";
 import type { ManagedObject, NetworkInfo } from "./engine-types.js";
 
 /** Networks: bridge networks with a fixed subnet, inspect, list, remove. */
 export class NetworkClient {
-  constructor(private readonly api: Docker) {}
+  constructor(
+    private readonly api: LazyDocker,
+    private readonly http: EngineHttp,
+  ) {}
 
   async create(opts: {
     name: string;
@@ -15,7 +19,7 @@ export class NetworkClient {
     labels: Record<string, string>;
   }): Promise<NetworkInfo> {
     try {
-      const net = await this.api.createNetwork({
+      const net = await this.api().createNetwork({
         Name: opts.name,
         Driver: "bridge",
         Internal: opts.internal,
@@ -33,7 +37,7 @@ export class NetworkClient {
 
   async info(idOrName: string): Promise<NetworkInfo | undefined> {
     try {
-      const n = await this.api.getNetwork(idOrName).inspect();
+      const n = await this.api().getNetwork(idOrName).inspect();
       const cfg = n.IPAM?.Config?.[0] ?? {};
       return {
         id: n.Id,
@@ -51,24 +55,26 @@ export class NetworkClient {
   }
 
   async list(labels: Record<string, string>): Promise<ManagedObject[]> {
-    const list = await this.api.listNetworks({ filters: { label: labelFilter(labels) } });
+    const list = await this.http.get<Docker.NetworkInspectInfo[]>("/networks", {
+      filters: { label: labelFilter(labels) },
+    });
     return list.map((n) => ({ id: n.Id, name: n.Name, labels: n.Labels ?? {} }));
   }
 
   /** Ids of every network on the engine, whoever made it. */
   async allIds(): Promise<string[]> {
-    return (await this.api.listNetworks()).map((n) => n.Id);
+    return (await this.http.get<Docker.NetworkInspectInfo[]>("/networks")).map((n) => n.Id);
   }
 
   /** Subnets of every network on the engine (to allocate non-overlapping ones). */
   async usedSubnets(): Promise<string[]> {
-    const list = await this.api.listNetworks();
+    const list = await this.http.get<Docker.NetworkInspectInfo[]>("/networks");
     return list.flatMap((n) => (n.IPAM?.Config ?? []).map((c) => c.Subnet ?? "")).filter(Boolean);
   }
 
   async remove(id: string): Promise<void> {
     try {
-      await this.api.getNetwork(id).remove();
+      await this.api().getNetwork(id).remove();
     } catch (err) {
       if (statusOf(err) === 404) return;
       throw engineError(err, `remove network ${id}`);
@@ -77,7 +83,7 @@ export class NetworkClient {
 
   async connect(network: string, container: string): Promise<void> {
     try {
-      await this.api.getNetwork(network).connect({ Container: container });
+      await this.api().getNetwork(network).connect({ Container: container });
     } catch (err) {
       throw engineError(err, `connect ${container} to ${network}`);
     }
@@ -85,7 +91,7 @@ export class NetworkClient {
 
   async disconnect(network: string, container: string): Promise<void> {
     try {
-      await this.api.getNetwork(network).disconnect({ Container: container, Force: true });
+      await this.api().getNetwork(network).disconnect({ Container: container, Force: true });
     } catch (err) {
       if (statusOf(err) === 404) return;
       throw engineError(err, `disconnect ${container} from ${network}`);
