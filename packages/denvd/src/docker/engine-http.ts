@@ -16,10 +16,10 @@ export function lazyDocker(socketPath: string): LazyDocker {
 
 /**
  * The Engine API's plain GETs, on the engine's socket without dockerode: the calls an idle
- * denvd makes (ping, gc's listings by label, the restart watch's event stream). Loading
- * dockerode loads ssh2, gRPC and protobufjs with it (about 300 modules, a quarter of an idle
- * denvd's memory), so it waits for the first call that needs it. Failures carry what
- * dockerode's carry (`statusCode`, the engine's JSON as `json`): engineError maps both alike.
+ * denvd makes (ping, gc's listings by label, the restart watch's event stream). dockerode
+ * brings ssh2, gRPC and protobufjs (207 modules; an idle denvd held 11 MB less without them),
+ * so it waits for the first call that needs it. Failures carry what dockerode's carry
+ * (`statusCode`, the engine's JSON as `json`): engineError maps both alike.
  */
 export class EngineHttp {
   constructor(private readonly socketPath: string) {}
