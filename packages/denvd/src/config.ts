@@ -1,5 +1,5 @@
 import { BlockList, isIP } from "node:net";
-import { DenvdMessages } from "@denv/spec";
+import { DenvdMessages } from "@denv/spec/messages";
 import { z } from "zod";
 
 /**

@@ -1,19 +1,16 @@
 #!/usr/bin/env node
 import { parseArgs } from "node:util";
-import { ExitCodes } from "@denv/spec";
+import { ExitCodes } from "@denv/spec/messages";
 import { streamLog } from "./agent/log.js";
 import { denvdVersion } from "./agent/version.js";
-import { doctor } from "./commands/doctor.js";
-import { join } from "./commands/join.js";
 import { output } from "./commands/output.js";
-import { run } from "./commands/run.js";
-import { status } from "./commands/status.js";
 import { USAGE } from "./commands/usage.js";
 import { ConfigError, type Flags, loadConfig } from "./config.js";
 
 /**
  * denvd's composition root: argv -> verb, flags + environment -> config (parsed once, here),
- * then the verb's module. Exit codes: 0 done, 1 failed, 2 usage.
+ * then the verb's module, loaded only for its verb (`run` stays resident: what it does not
+ * load, it does not hold). Exit codes: 0 done, 1 failed, 2 usage.
  */
 
 const common = { "state-dir": { type: "string" }, json: { type: "boolean" } } as const;
@@ -81,13 +78,13 @@ async function main(argv: string[]): Promise<number> {
   const log = streamLog(process.stderr);
   switch (verb as Verb) {
     case "join":
-      return join(config, out);
+      return (await import("./commands/join.js")).join(config, out);
     case "run":
-      return run(config, out, log);
+      return (await import("./commands/run.js")).run(config, out, log);
     case "status":
-      return status(config, out);
+      return (await import("./commands/status.js")).status(config, out);
     case "doctor":
-      return doctor(config, out);
+      return (await import("./commands/doctor.js")).doctor(config, out);
   }
 }
 

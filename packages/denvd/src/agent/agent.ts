@@ -1,20 +1,17 @@
+import { isDenvError } from "@denv/spec/errors";
+import { type CommandKind, CommandPayloads } from "@denv/spec/protocol/commands";
 import {
   type CommandFrame,
-  type CommandKind,
-  CommandPayloads,
   type ErrorBody,
   type Frame,
-  isDenvError,
   PROTOCOL_VERSION,
   type RawFrame,
   type ResultFrame,
-} from "@denv/spec";
+} from "@denv/spec/protocol/frames";
 import type { z } from "zod";
 import type { Runtime } from "../runtime/runtime.js";
-import { checkedResult } from "./checked-result.js";
 import { type AbortCode, abortCode, CommandAborted, type CommandContext } from "./command-context.js";
 import { errorText } from "./connection.js";
-import { handlerFor, INTERRUPTIBLE } from "./handlers.js";
 import { buildHello } from "./hello.js";
 import type { Journal, JournalEntry, Outcome } from "./journal.js";
 import type { Log } from "./log.js";
@@ -261,8 +258,12 @@ export class Agent {
       line: (text) => void this.send({ v: PROTOCOL_VERSION, type: "progress", id, line: text }),
       phases: (interruptible) => phaseFrames(id, (f) => void this.send(f), signal, interruptible),
     };
+    // Loaded at the first command: an idle denvd holds neither the handlers (and the runtime's
+    // verbs behind them) nor the result schemas.
+    const { handlerFor, INTERRUPTIBLE } = await import("./handlers.js");
     try {
       const handler = handlerFor(kind) as (p: unknown, c: CommandContext) => Promise<unknown>;
+      const { checkedResult } = await import("./checked-result.js");
       return checkedResult(kind, await handler(payload, ctx));
     } catch (err) {
       return { ok: false, error: errorBody(err, INTERRUPTIBLE.has(kind) ? signal : undefined) };

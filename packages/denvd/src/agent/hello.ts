@@ -1,6 +1,6 @@
 import { statfs } from "node:fs/promises";
 import { availableParallelism, totalmem } from "node:os";
-import { type HelloFrame, PROTOCOL_VERSION } from "@denv/spec";
+import { type HelloFrame, PROTOCOL_VERSION } from "@denv/spec/protocol/frames";
 import type { Runtime } from "../runtime/runtime.js";
 import type { Journal } from "./journal.js";
 import { DENVD_VERSION } from "./version.js";

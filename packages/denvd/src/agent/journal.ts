@@ -1,7 +1,8 @@
 import { createHash } from "node:crypto";
 import { mkdir, readdir, readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
-import { CommandKind, ErrorBody } from "@denv/spec";
+import { CommandKind } from "@denv/spec/protocol/commands";
+import { ErrorBody } from "@denv/spec/protocol/frames";
 import { z } from "zod";
 import { writeFileAtomic } from "./atomic-file.js";
 

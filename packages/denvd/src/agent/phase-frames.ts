@@ -1,4 +1,6 @@
-import { DenvError, PhaseEvidence, PROTOCOL_VERSION, type ProgressFrame } from "@denv/spec";
+import { DenvError } from "@denv/spec/errors";
+import { PhaseEvidence } from "@denv/spec/protocol/evidence";
+import { PROTOCOL_VERSION, type ProgressFrame } from "@denv/spec/protocol/frames";
 import type { PhaseListener } from "../runtime/phase-listener.js";
 import { abortCode, CommandAborted } from "./command-context.js";
 

@@ -1,9 +1,8 @@
-import { Labels } from "@denv/spec";
+import { Labels } from "@denv/spec/labels";
 import { removeRejectRule } from "../host/firewall.js";
 import type { EnvironmentRecord } from "../records.js";
 import { hostEnvironment, hostVersion } from "../runtime/host-reports.js";
 import type { Runtime } from "../runtime/runtime.js";
-import { checkedResult } from "./checked-result.js";
 import { errorText } from "./connection.js";
 import type { Journal, JournalEntry, Outcome } from "./journal.js";
 import type { Log } from "./log.js";
@@ -42,6 +41,8 @@ export async function reconcile(rt: Runtime, journal: Journal, log: Log): Promis
 }
 
 async function settle(rt: Runtime, entry: JournalEntry): Promise<Outcome> {
+  // Loaded only when a crash left a command to settle (as the agent loads it at a command).
+  const { checkedResult } = await import("./checked-result.js");
   const environment = typeof entry.payload?.environment === "string" ? entry.payload.environment : undefined;
   switch (entry.kind) {
     case "env.deploy":

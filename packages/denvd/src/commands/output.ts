@@ -1,4 +1,4 @@
-import { ExitCodes } from "@denv/spec";
+import { ExitCodes } from "@denv/spec/messages";
 
 /**
  * How a verb answers: with --json exactly one JSON object on stdout, else text; errors go to

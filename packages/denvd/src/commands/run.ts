@@ -1,4 +1,4 @@
-import { ExitCodes } from "@denv/spec";
+import { ExitCodes } from "@denv/spec/messages";
 import { startDaemon } from "../agent/daemon.js";
 import { readHostFile } from "../agent/host-file.js";
 import type { Log } from "../agent/log.js";

@@ -1,4 +1,4 @@
-import { Labels } from "@denv/spec";
+import { Labels } from "@denv/spec/labels";
 import { removeRejectRule, ruleNetworkIds } from "../host/firewall.js";
 import { transferVolumes } from "../transfer/receive.js";
 import type { HostContext } from "./host-context.js";

@@ -1,6 +1,8 @@
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
-import { checkName, DenvError, labelsFor, type Role } from "@denv/spec";
+import { DenvError } from "@denv/spec/errors";
+import { labelsFor, type Role } from "@denv/spec/labels";
+import { checkName } from "@denv/spec/names";
 import { hostMirrors } from "../build/host-mirrors.js";
 import type { MirrorEgress } from "../build/mirror-egress.js";
 import { DockerClient } from "../docker/docker-client.js";

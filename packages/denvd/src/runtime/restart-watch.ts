@@ -1,4 +1,4 @@
-import { Labels } from "@denv/spec";
+import { Labels } from "@denv/spec/labels";
 import { removeDefaultRoute } from "../host/netns.js";
 import type { HostContext } from "./host-context.js";
 

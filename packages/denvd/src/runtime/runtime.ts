@@ -2,28 +2,16 @@ import { randomBytes } from "node:crypto";
 import { rm } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import type { Readable } from "node:stream";
-import {
-  checkName,
-  DenvError,
-  type HostEnvironment,
-  HostRefusals,
-  type HostVerifyResult,
-  type Plan,
-  type ProjectKind,
-} from "@denv/spec";
-import { buildImages } from "../build/build-images.js";
-import { openMirrorEgress } from "../build/mirror-egress.js";
+import type { HostEnvironment, HostVerifyResult, Plan, ProjectKind } from "@denv/spec";
+import { DenvError } from "@denv/spec/errors";
+import { HostRefusals } from "@denv/spec/messages";
+import { checkName } from "@denv/spec/names";
 import type { RawExecResult } from "../exec-runner.js";
 import { removeHostPort } from "../host/firewall.js";
-import { type ProbeResult, probeEgress } from "../probe.js";
-import { loadPlan } from "../project-loader.js";
-import { discardTransfer } from "../transfer/receive.js";
-import { stopAgent } from "./agent-processes.js";
+import type { ProbeResult } from "../probe.js";
 import { collectGarbage } from "./collect-garbage.js";
-import { decideDiskCaps } from "./disk-caps.js";
-import { tarDirectory } from "./ensure-image.js";
-import { type ExecOptions, execInEnvironment } from "./environment-exec.js";
-import { type FilesTarget, getFiles, putFiles, readFile, writeFile } from "./environment-files.js";
+import type { ExecOptions } from "./environment-exec.js";
+import type { FilesTarget } from "./environment-files.js";
 import {
   type HostContext,
   openHostContext,
@@ -32,13 +20,16 @@ import {
   requireVersion,
 } from "./host-context.js";
 import { hostEnvironment, type VersionInfo, versionInfo } from "./host-reports.js";
-import { deleteVersion, removeEnvironment, startEnvironment, stopEnvironment } from "./lifecycle.js";
-import { materialize, sandboxRuntime } from "./materialize.js";
 import { noPhases, type PhaseListener } from "./phase-listener.js";
 import { watchRestarts } from "./restart-watch.js";
-import { snapshotEnvironment } from "./snapshot-environment.js";
-import { undoable } from "./undo.js";
-import { type EpisodePort, type VerifyOptions, verifyEnvironment } from "./verify-environment.js";
+import type { EpisodePort, VerifyOptions } from "./verify-environment.js";
+
+/**
+ * The modules behind the verbs, loaded at the first verb: a host that only opened its runtime
+ * (an idle denvd) holds none of them, nor the compose validator, yaml and tar-stream they use
+ * (README, "Memory").
+ */
+const verbs = () => import("./verbs.js");
 
 export interface DeployRequest {
   project: string;
@@ -64,6 +55,7 @@ async function reopenAgentEgress(ctx: HostContext): Promise<void> {
   for (const rec of await ctx.records.environments()) {
     if (rec.plan.egress !== "mirrors" || rec.egressProxyPort === undefined) continue;
     try {
+      const { openMirrorEgress } = await verbs();
       await removeHostPort(rec.network.id, rec.network.gateway, rec.egressProxyPort);
       ctx.agentEgress.set(
         rec.id,
@@ -124,6 +116,8 @@ export class Runtime {
     const command = req.command ?? `deploy-${newId()}`;
     const projectDir = resolve(req.projectDir);
     const phase = req.onPhase ?? noPhases;
+    const { buildImages, decideDiskCaps, loadPlan, materialize, sandboxRuntime, tarDirectory, undoable } =
+      await verbs();
     phase.start("validate");
     const plan =
       req.plan ??
@@ -181,6 +175,7 @@ export class Runtime {
     opts: { name?: string; command?: string; onPhase?: PhaseListener } = {},
   ): Promise<HostEnvironment> {
     const ctx = this.host;
+    const { materialize, undoable } = await verbs();
     const version = await requireVersion(ctx, versionId);
     const name = checkName("environment", opts.name ?? `fork-${newId()}`);
     const id = `${version.project}/${name}`;
@@ -208,16 +203,19 @@ export class Runtime {
   // ---------------------------------------------------------------- exec and files
 
   async exec(envId: string, o: ExecOptions): Promise<RawExecResult> {
+    const { execInEnvironment } = await verbs();
     return execInEnvironment(this.host.docker, await requireEnvironment(this.host, envId), o);
   }
 
   /** Extracts a tar archive into `dir` as the target user, after the special-file check. */
   async putFiles(envId: string, dir: string, archive: Readable | Buffer, t: FilesTarget = {}) {
+    const { putFiles } = await verbs();
     return putFiles(this.host.docker, await requireEnvironment(this.host, envId), dir, archive, t);
   }
 
   /** A tar archive of `path`, read as the target user. */
   async getFiles(envId: string, path: string, t: FilesTarget = {}): Promise<Readable> {
+    const { getFiles } = await verbs();
     return getFiles(this.host.docker, await requireEnvironment(this.host, envId), path, t);
   }
 
@@ -227,30 +225,35 @@ export class Runtime {
     content: Buffer | string,
     t: FilesTarget & { mode?: number } = {},
   ) {
+    const { writeFile } = await verbs();
     return writeFile(this.host.docker, await requireEnvironment(this.host, envId), path, content, t);
   }
 
   async readFile(envId: string, path: string, t: FilesTarget = {}): Promise<Buffer> {
+    const { readFile } = await verbs();
     return readFile(this.host.docker, await requireEnvironment(this.host, envId), path, t);
   }
 
   // ---------------------------------------------------------------- snapshot and verify
 
   /** Freezes the whole environment at one point and records a version. */
-  snapshot(
+  async snapshot(
     envId: string,
     opts: { command?: string; onPhase?: PhaseListener; number?: number | undefined } = {},
   ): Promise<VersionInfo> {
+    const { snapshotEnvironment } = await verbs();
     return snapshotEnvironment(this.host, envId, opts);
   }
 
   /** Stops the agent, snapshots, forks, runs the verifier on the fork and returns its reward. */
-  verify(envId: string, opts: VerifyOptions = {}): Promise<HostVerifyResult> {
+  async verify(envId: string, opts: VerifyOptions = {}): Promise<HostVerifyResult> {
+    const { verifyEnvironment } = await verbs();
     return verifyEnvironment(this.host, this.episode, envId, opts);
   }
 
   /** Protection 2, first step: every agent process killed and confirmed gone. */
   async stopAgent(envId: string): Promise<{ killed: number; survivors: number }> {
+    const { stopAgent } = await verbs();
     return stopAgent(this.host.docker, await requireEnvironment(this.host, envId));
   }
 
@@ -264,14 +267,16 @@ export class Runtime {
 
   // ---------------------------------------------------------------- lifecycle
 
-  stop(envId: string, opts: { onPhase?: PhaseListener } = {}): Promise<HostEnvironment> {
+  async stop(envId: string, opts: { onPhase?: PhaseListener } = {}): Promise<HostEnvironment> {
+    const { stopEnvironment } = await verbs();
     return this.locked(envId, async (rec) => {
       await stopEnvironment(this.host, rec, opts.onPhase ?? noPhases);
       return hostEnvironment(rec);
     });
   }
 
-  start(envId: string, opts: { onPhase?: PhaseListener } = {}): Promise<HostEnvironment> {
+  async start(envId: string, opts: { onPhase?: PhaseListener } = {}): Promise<HostEnvironment> {
+    const { startEnvironment } = await verbs();
     return this.locked(envId, async (rec) => {
       await startEnvironment(this.host, rec, opts.onPhase ?? noPhases);
       return hostEnvironment(rec);
@@ -279,7 +284,8 @@ export class Runtime {
   }
 
   /** Removes the environment's containers, network, firewall rule and volumes. Versions stay. */
-  destroy(envId: string, opts: { onPhase?: PhaseListener } = {}): Promise<void> {
+  async destroy(envId: string, opts: { onPhase?: PhaseListener } = {}): Promise<void> {
+    const { removeEnvironment } = await verbs();
     return this.locked(envId, (rec) => removeEnvironment(this.host, rec, opts.onPhase ?? noPhases));
   }
 
@@ -288,12 +294,14 @@ export class Runtime {
    * or, for a version this host does not hold, what an unfinished transfer of it left.
    */
   async deleteVersion(versionId: string): Promise<void> {
+    const { deleteVersion, discardTransfer } = await verbs();
     if (!(await this.host.records.getVersion(versionId)) && (await discardTransfer(this.host, versionId)))
       return;
     await deleteVersion(this.host, await requireVersion(this.host, versionId));
   }
 
   async probeEgress(envId: string): Promise<ProbeResult> {
+    const { probeEgress } = await verbs();
     return probeEgress(this.host.docker, this.host.canary, await requireEnvironment(this.host, envId));
   }
 
