@@ -1,6 +1,6 @@
 import {
   decodeBinaryData,
-  encodeBinaryData,
+  encodeBinaryHeader,
   type Frame,
   type HelloFrame,
   PROTOCOL_VERSION,
@@ -41,7 +41,9 @@ export class HostSession {
     private readonly handlers: SessionHandlers,
   ) {
     this.streams = new StreamTable((f) => this.send(f));
-    socket.on("message", (data, isBinary) => this.receive(isBinary ? (data as Buffer) : data.toString()));
+    // A binary data frame arrives as its fragments (header, bytes): relayed without a copy.
+    socket.binaryType = "fragments";
+    socket.on("message", (data, isBinary) => this.receive(isBinary ? (data as Buffer[]) : data.toString()));
     socket.on("close", () => this.onClose("the connection closed"));
     socket.on("error", (err) => this.onClose(`socket error: ${err.message}`));
   }
@@ -56,9 +58,12 @@ export class HostSession {
       this.socket.send(JSON.stringify(frame));
       return;
     }
-    const binary = this.binaryData ? encodeBinaryData(frame) : undefined;
-    if (binary) this.socket.send(binary, { binary: true });
-    else {
+    const header = this.binaryData ? encodeBinaryHeader(frame) : undefined;
+    if (header) {
+      // One message in two fragments, header and bytes: the bytes go out as they came in.
+      this.socket.send(header, { binary: true, fin: false });
+      this.socket.send(frame.data, { binary: true, fin: true });
+    } else {
       const { data } = frame;
       const base64 = Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString("base64");
       this.socket.send(JSON.stringify({ ...frame, data: base64 }));
@@ -80,7 +85,7 @@ export class HostSession {
     this.onClose(reason);
   }
 
-  private receive(message: string | Buffer): void {
+  private receive(message: string | Buffer[]): void {
     if (!this.isOpen) return;
     this.lastSeen = Date.now();
     let frame: RawFrame;

@@ -41,6 +41,8 @@ export class InboundStream extends Readable {
   private queue: Chunk[] = [];
   private wanted = false;
   private ended = false;
+  /** Grants below this wait (a bulk window grants in larger steps). */
+  private readonly threshold: number;
   /** Largest number of bytes this stream ever held (tests assert it stays within a window). */
   maxBuffered = 0;
 
@@ -51,6 +53,7 @@ export class InboundStream extends Readable {
     readonly window = INITIAL_WINDOW,
   ) {
     super({ objectMode: true, highWaterMark: 1 });
+    this.threshold = window > INITIAL_WINDOW ? window / 8 : GRANT_THRESHOLD;
     // The rest of a larger window at once (the host's stream exists on first sight of a frame).
     if (window > INITIAL_WINDOW) {
       this.granted = window;
@@ -124,7 +127,7 @@ export class InboundStream extends Readable {
     const outstanding = this.granted - this.received;
     const room = this.window - outstanding - this.buffered;
     if (room <= 0) return;
-    if (room >= GRANT_THRESHOLD || outstanding < GRANT_THRESHOLD) {
+    if (room >= this.threshold || outstanding < this.threshold) {
       this.granted += room;
       this.send({ v: PROTOCOL_VERSION, type: "window", stream: this.id, bytes: room });
     }

@@ -114,7 +114,21 @@ describe("stream flow control", () => {
     const writer = new OutboundStream("w", (f) => out.push(f) > 0).bulk();
     writer.grant(BULK_WINDOW);
     expect(writer.write("file", Buffer.alloc(2 * MAX_BULK_CHUNK + 1))).toBe(true);
+    // Whole frames go at once; the rest waits a turn of the event loop for more to join it.
+    expect(out.map(dataBytes)).toEqual([MAX_BULK_CHUNK, MAX_BULK_CHUNK]);
+    await new Promise((r) => setImmediate(r));
     expect(out.map(dataBytes)).toEqual([MAX_BULK_CHUNK, MAX_BULK_CHUNK, 1]);
+    // Small writes of one turn (a record's header, body, checksum) make one frame, in order.
+    out.length = 0;
+    for (const piece of ["head", "body", "sum"]) writer.write("file", Buffer.from(piece));
+    expect(out).toEqual([]);
+    await new Promise((r) => setImmediate(r));
+    expect(out.map((f) => (f.type === "data" ? Buffer.from(f.data).toString() : f.type))).toEqual([
+      "headbodysum",
+    ]);
+    await writer.end();
+    expect(out.at(-1)).toEqual({ v: PROTOCOL_VERSION, type: "end", stream: "w" });
+    expect(out.filter((f) => f.type === "data").map((f) => (f as { seq: number }).seq)).toEqual([3]);
   });
 
   it("fails a stream on a data frame larger than MAX_BULK_CHUNK", async () => {

@@ -35,6 +35,8 @@ export class InboundStream extends Readable {
   private queue: Buffer[] = [];
   private granted: number;
   private window: number;
+  /** Grants below this wait (a wider window grants in larger steps). */
+  private threshold = GRANT_THRESHOLD;
   private received = 0;
   private pulled = 0;
   private nextSeq = 0;
@@ -58,6 +60,7 @@ export class InboundStream extends Readable {
     if (window <= this.window || this.finished) return;
     const more = window - this.window;
     this.window = window;
+    this.threshold = window / 8;
     this.granted += more;
     this.send({ v: PROTOCOL_VERSION, type: "window", stream: this.id, bytes: more });
   }
@@ -123,8 +126,12 @@ export class InboundStream extends Readable {
       return;
     }
     // Batched, except when the queue is empty: then everything consumed is granted, or a
-    // writer left with little credit could stall.
-    if (this.pulled > 0 && (this.pulled >= GRANT_THRESHOLD || this.queue.length === 0) && !this.finished) {
+    // writer left with little credit could stall. A widened stream waits for that until the
+    // writer's credit runs low: its consumer empties the queue at every chunk.
+    const idle =
+      this.queue.length === 0 &&
+      (this.threshold === GRANT_THRESHOLD || this.granted - this.received < this.threshold);
+    if (this.pulled > 0 && (this.pulled >= this.threshold || idle) && !this.finished) {
       this.granted += this.pulled;
       this.send({ v: PROTOCOL_VERSION, type: "window", stream: this.id, bytes: this.pulled });
       this.pulled = 0;
@@ -139,6 +146,9 @@ export class InboundStream extends Readable {
 export class OutboundStream extends EventEmitter {
   private credit = INITIAL_WINDOW;
   private chunk = MAX_DATA_CHUNK;
+  /** Bulk: small writes wait a turn of the event loop, to go out together in one frame. */
+  private coalesce = false;
+  private scheduled = false;
   private queue: Array<{ channel: Channel; data: Buffer }> = [];
   private queued = 0;
   private seq = 0;
@@ -162,10 +172,15 @@ export class OutboundStream extends EventEmitter {
     super();
   }
 
-  /** A bulk stream: frames of up to MAX_BULK_CHUNK (before `writable`, which takes the high water). */
+  /**
+   * A bulk stream: frames of up to MAX_BULK_CHUNK, and what is written in one turn of the event
+   * loop goes out together (a transfer's records come as many small writes: header, body,
+   * checksum). Call before `writable`, which takes the high water.
+   */
   bulk(): this {
     this.chunk = MAX_BULK_CHUNK;
     this.highWater = Math.max(this.highWater, MAX_BULK_CHUNK);
+    this.coalesce = true;
     return this;
   }
 
@@ -227,24 +242,18 @@ export class OutboundStream extends EventEmitter {
     });
   }
 
-  private pump(): void {
+  private pump(flush = !this.coalesce): void {
     while (this.queue.length > 0 && this.credit > 0 && !this.closed) {
-      const head = this.queue[0] as { channel: Channel; data: Buffer };
-      const n = Math.min(head.data.length, this.credit, this.chunk);
-      const chunk = head.data.subarray(0, n);
-      head.data = head.data.subarray(n);
-      if (head.data.length === 0) this.queue.shift();
-      this.queued -= n;
-      this.credit -= n;
-      this.sent[head.channel] += n;
-      this.send({
-        v: PROTOCOL_VERSION,
-        type: "data",
-        stream: this.id,
-        seq: this.seq++,
-        channel: head.channel,
-        data: chunk,
-      });
+      const limit = Math.min(this.credit, this.chunk);
+      if (!flush && !this.ending && this.queued < limit) {
+        this.schedule();
+        break;
+      }
+      const { channel, data } = this.take(limit);
+      this.queued -= data.length;
+      this.credit -= data.length;
+      this.sent[channel] += data.length;
+      this.send({ v: PROTOCOL_VERSION, type: "data", stream: this.id, seq: this.seq++, channel, data });
     }
     if (this.needDrain && this.queued < this.highWater) {
       this.needDrain = false;
@@ -259,6 +268,33 @@ export class OutboundStream extends EventEmitter {
       });
       this.close();
     }
+  }
+
+  /** The next frame's bytes: the head of the queue, joined with what follows on its channel. */
+  private take(limit: number): { channel: Channel; data: Buffer } {
+    const head = this.queue[0] as { channel: Channel; data: Buffer };
+    const { channel } = head;
+    const parts: Buffer[] = [];
+    let n = 0;
+    while (n < limit) {
+      const next = this.queue[0];
+      if (!next || next.channel !== channel) break;
+      const piece = next.data.subarray(0, limit - n);
+      next.data = next.data.subarray(piece.length);
+      if (next.data.length === 0) this.queue.shift();
+      parts.push(piece);
+      n += piece.length;
+    }
+    return { channel, data: parts.length === 1 ? (parts[0] as Buffer) : Buffer.concat(parts, n) };
+  }
+
+  private schedule(): void {
+    if (this.scheduled) return;
+    this.scheduled = true;
+    setImmediate(() => {
+      this.scheduled = false;
+      this.pump(true);
+    });
   }
 
   private close(): void {

@@ -4,6 +4,7 @@ import {
   DATA_CHANNELS,
   decodeBinaryData,
   encodeBinaryData,
+  encodeBinaryHeader,
   MAX_BULK_CHUNK,
   PROTOCOL_VERSION,
   parseFrame,
@@ -60,6 +61,33 @@ describe("binary data frames", () => {
     const out = encoded(frame());
     const d = decodeBinaryData(out);
     expect(d.data.buffer).toBe(out.buffer);
+  });
+
+  it("decodes a message that came as fragments: header and bytes apart, or cut anywhere", () => {
+    const f = frame({ data: new Uint8Array(1000).fill(3) });
+    const header = encodeBinaryHeader(f) as Uint8Array;
+    expect([...header, ...f.data]).toEqual([...encoded(f)]);
+    // Header and bytes as two fragments: the bytes are the second fragment itself.
+    const two = decodeBinaryData([header, f.data]);
+    expect(two).toEqual(f);
+    expect(two.data).toBe(f.data);
+    const whole = encoded(f);
+    for (const cuts of [[1], [3, 7], [header.length + 10], [5, header.length, header.length + 500]]) {
+      const pieces: Uint8Array[] = [];
+      let from = 0;
+      for (const at of [...cuts, whole.length]) {
+        pieces.push(whole.subarray(from, at));
+        from = at;
+      }
+      expect(decodeBinaryData(pieces), String(cuts)).toEqual(f);
+    }
+    expect(decodeBinaryData([header])).toEqual({ ...f, data: new Uint8Array() });
+    expect(() => decodeBinaryData([header.subarray(0, 2), new Uint8Array(3)])).toThrow(
+      "protocol: binary data frame of 5 bytes: shorter than the 13-byte minimum header",
+    );
+    expect(() => decodeBinaryData([header, new Uint8Array(MAX_BULK_CHUNK), new Uint8Array(1)])).toThrow(
+      `${MAX_BULK_CHUNK + 1} bytes of data, more than ${MAX_BULK_CHUNK}`,
+    );
   });
 
   it("cannot encode an empty or over-long stream id (the caller sends JSON instead)", () => {

@@ -251,55 +251,95 @@ const utf8 = new TextEncoder();
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
 
 /**
- * The binary message for `frame`, or undefined when its stream id does not fit the layout (a
- * caller then sends it as JSON).
+ * The header of `frame`'s binary message (everything before the bytes), or undefined when its
+ * stream id does not fit the layout (a caller then sends the frame as JSON). A sender may send
+ * the header and the bytes as two fragments of one WebSocket message, so the bytes are never
+ * copied on their way out.
  */
-export function encodeBinaryData(frame: RawDataFrame): Uint8Array | undefined {
+export function encodeBinaryHeader(frame: Omit<RawDataFrame, "data">): Uint8Array | undefined {
   const id = utf8.encode(frame.stream);
   const channel = DATA_CHANNELS.indexOf(frame.channel);
   if (id.length === 0 || id.length > MAX_ID || channel < 0 || !Number.isSafeInteger(frame.seq))
     return undefined;
-  const out = new Uint8Array(FIXED + id.length + frame.data.length);
+  const out = new Uint8Array(FIXED + id.length);
   const view = new DataView(out.buffer, out.byteOffset, out.byteLength);
   out[0] = BINARY_DATA_MAGIC;
   out[1] = channel;
   view.setUint16(2, id.length);
   out.set(id, 4);
-  const at = 4 + id.length;
-  view.setUint32(at, Math.floor(frame.seq / 2 ** 32));
-  view.setUint32(at + 4, frame.seq >>> 0);
-  out.set(frame.data, at + 8);
+  view.setUint32(4 + id.length, Math.floor(frame.seq / 2 ** 32));
+  view.setUint32(8 + id.length, frame.seq >>> 0);
+  return out;
+}
+
+/** `frame`'s binary message in one piece (header, then bytes), or undefined as for the header. */
+export function encodeBinaryData(frame: RawDataFrame): Uint8Array | undefined {
+  const header = encodeBinaryHeader(frame);
+  if (!header) return undefined;
+  const out = new Uint8Array(header.length + frame.data.length);
+  out.set(header, 0);
+  out.set(frame.data, header.length);
   return out;
 }
 
 /**
- * Reads one binary data frame. The bytes are a view into `message` (no copy). A malformed
- * message throws an Error whose one-line message says what is wrong with it.
+ * Reads one binary data frame: a message in one piece, or as the fragments it arrived in. The
+ * bytes are a view into the message (no copy) when they sit in one piece, as they do when the
+ * sender sent header and bytes as two fragments. A malformed message throws an Error whose
+ * one-line message says what is wrong with it.
  */
-export function decodeBinaryData(message: Uint8Array): RawDataFrame {
-  const bad = (why: string) => new Error(`protocol: binary data frame of ${message.length} bytes: ${why}`);
-  if (message.length < FIXED + 1) throw bad(`shorter than the ${FIXED + 1}-byte minimum header`);
-  if (message[0] !== BINARY_DATA_MAGIC) {
+export function decodeBinaryData(message: Uint8Array | readonly Uint8Array[]): RawDataFrame {
+  const pieces = message instanceof Uint8Array ? [message] : message;
+  const length = pieces.reduce((n, p) => n + p.length, 0);
+  const bad = (why: string) => new Error(`protocol: binary data frame of ${length} bytes: ${why}`);
+  let head = pieces[0] ?? new Uint8Array();
+  let rest = pieces.slice(1);
+  if (head.length < FIXED + 1 || FIXED + headerIdLength(head) > head.length) {
+    // The header does not sit in the first piece (a peer that cut it): join them all.
+    head = join(pieces, length);
+    rest = [];
+  }
+  if (length < FIXED + 1) throw bad(`shorter than the ${FIXED + 1}-byte minimum header`);
+  if (head[0] !== BINARY_DATA_MAGIC) {
     throw bad(
-      `starts with 0x${(message[0] as number).toString(16).padStart(2, "0")}, not 0x${BINARY_DATA_MAGIC.toString(16)} (not a data frame of protocol version 1)`,
+      `starts with 0x${(head[0] as number).toString(16).padStart(2, "0")}, not 0x${BINARY_DATA_MAGIC.toString(16)} (not a data frame of protocol version 1)`,
     );
   }
-  const channel = DATA_CHANNELS[message[1] as number];
-  if (channel === undefined) throw bad(`unknown channel ${message[1]}`);
-  const view = new DataView(message.buffer, message.byteOffset, message.byteLength);
+  const channel = DATA_CHANNELS[head[1] as number];
+  if (channel === undefined) throw bad(`unknown channel ${head[1]}`);
+  const view = new DataView(head.buffer, head.byteOffset, head.byteLength);
   const idLength = view.getUint16(2);
   if (idLength === 0) throw bad("empty stream id");
-  if (FIXED + idLength > message.length) throw bad(`a stream id of ${idLength} bytes runs past its end`);
+  if (FIXED + idLength > length) throw bad(`a stream id of ${idLength} bytes runs past its end`);
   let stream: string;
   try {
-    stream = strictUtf8.decode(message.subarray(4, 4 + idLength));
+    stream = strictUtf8.decode(head.subarray(4, 4 + idLength));
   } catch {
     throw bad("the stream id is not UTF-8");
   }
   const at = 4 + idLength;
   const seq = view.getUint32(at) * 2 ** 32 + view.getUint32(at + 4);
   if (!Number.isSafeInteger(seq)) throw bad("seq is beyond 2^53 - 1");
-  const data = message.subarray(at + 8);
-  if (data.length > MAX_BULK_CHUNK) throw bad(`${data.length} bytes of data, more than ${MAX_BULK_CHUNK}`);
+  const tail = head.subarray(at + 8);
+  const bytes = length - (head.length - tail.length);
+  if (bytes > MAX_BULK_CHUNK) throw bad(`${bytes} bytes of data, more than ${MAX_BULK_CHUNK}`);
+  const parts = tail.length > 0 ? [tail, ...rest] : rest;
+  const data = parts.length === 1 ? (parts[0] as Uint8Array) : join(parts, bytes);
   return { v: PROTOCOL_VERSION, type: "data", stream, seq, channel, data };
+}
+
+/** The id length a header claims, or 0 when the piece is too short to say. */
+function headerIdLength(head: Uint8Array): number {
+  return head.length >= 4 ? ((head[2] as number) << 8) | (head[3] as number) : 0;
+}
+
+function join(pieces: readonly Uint8Array[], length: number): Uint8Array {
+  if (pieces.length === 1) return pieces[0] as Uint8Array;
+  const out = new Uint8Array(length);
+  let at = 0;
+  for (const p of pieces) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
 }
