@@ -17,6 +17,8 @@ export async function versionSend(
 ): Promise<HandlerResult<"version.send">> {
   const { outbound } = ctx.streams.open(p.stream);
   const out = outbound.bulk().writable("file");
+  // A stream that breaks (the connection went) fails the writer's next write, not the process.
+  out.on("error", () => undefined);
   const writer = new RecordWriter(out);
   try {
     const { parts } = await sendVersion(ctx.runtime.host, p.version, p.resume, writer, ctx.signal);

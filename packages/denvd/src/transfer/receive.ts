@@ -364,14 +364,29 @@ async function register(
   const images: Record<string, ImageRecord> = {};
   const loaded: string[] = [];
   const partDir = (name: string) => join(dir, "parts", slug(name));
+  const volumes: VersionRecord["volumes"] = {};
   try {
-    for (const [svc, img] of Object.entries(r.images)) {
-      images[svc] = await loadImage(ctx, partDir(`image:${svc}`), img, {
-        repo: repoOf(svc),
-        tag: `v${r.number}`,
-      });
-      loaded.push(images[svc].image);
-    }
+    // The engine loads the images (each on its own) while the volumes are snapshotted and measured.
+    const byService: Array<[string, ImageRecord]> = [];
+    const work = await Promise.allSettled([
+      ...Object.entries(r.images).map(async ([svc, img], i) => {
+        const rec = await loadImage(ctx, partDir(`image:${svc}`), img, {
+          repo: repoOf(svc),
+          tag: `v${r.number}`,
+        });
+        loaded.push(rec.image);
+        byService[i] = [svc, rec];
+      }),
+      (async () => {
+        for (const [name, live] of Object.entries(j.volumes)) {
+          const snapId = `${r.project}-v${r.number}-${name}-${randomBytes(3).toString("hex")}`;
+          await ctx.store.snapshot(live, snapId);
+          volumes[name] = { snapshot: snapId, bytes: await ctx.store.size(ctx.store.snapPath(snapId)) };
+        }
+      })(),
+    ]);
+    for (const w of work) if (w.status === "rejected") throw w.reason;
+    for (const [svc, rec] of byService) images[svc] = rec;
     let verifierImage: ImageRecord | undefined;
     if (r.verifier_image) {
       const same = Object.values(images).find((i) => i.imageId === r.verifier_image?.image_id);
@@ -387,12 +402,6 @@ async function register(
     if (r.tests) {
       testsTar = join(ctx.stateDir, "tests", `${r.project}-${randomBytes(6).toString("hex")}.tar`);
       await rename(join(partDir("file:tests"), "tests.tar"), testsTar);
-    }
-    const volumes: VersionRecord["volumes"] = {};
-    for (const [name, live] of Object.entries(j.volumes)) {
-      const snapId = `${r.project}-v${r.number}-${name}-${randomBytes(3).toString("hex")}`;
-      await ctx.store.snapshot(live, snapId);
-      volumes[name] = { snapshot: snapId, bytes: await ctx.store.size(ctx.store.snapPath(snapId)) };
     }
     const rec: VersionRecord = {
       id: m.version,

@@ -152,13 +152,27 @@ describe("version transfer", () => {
 
   it("the layers the receiving engine has are not sent", async () => {
     const m = await manifestOf(a.host, (await a.host.records.getVersion("xfer@v1")) as never);
-    expect(m.parts.map((p) => p.name)).toEqual(["image:db", "image:main", "volume:data", "volume:dbdata"]);
+    expect(m.parts.map((p) => p.name)).toEqual(["volume:data", "volume:dbdata", "image:db", "image:main"]);
     await b.destroy("xfer/f1");
     await b.deleteVersion("xfer@v1");
     const r = await attempt(a, b, "xfer@v1");
     // Same engine: every layer is there already.
     expect(r.transfer.layers_sent).toBe(0);
     expect(r.transfer.layers_skipped).toBeGreaterThan(0);
+  });
+
+  it("a link dropped inside an image part resumes there: the archive's entries come in the same order", async () => {
+    await b.deleteVersion("xfer@v1");
+    const whole = (await attempt(a, b, "xfer@v1")).transfer.bytes;
+    await b.deleteVersion("xfer@v1");
+    // The last part is an image's: a cut this close to the end falls inside its entries.
+    await expect(attempt(a, b, "xfer@v1", { cutAfter: whole - 1500 })).rejects.toThrow(/link dropped/);
+    const r = await attempt(a, b, "xfer@v1");
+    expect(r.transfer.resumed_parts).toEqual(expect.arrayContaining(["volume:data", "volume:dbdata"]));
+    // What was kept plus what came again: a resume re-sends no more than its part's records.
+    expect(r.transfer.bytes - whole).toBeLessThan(16 * 1024);
+    const fork = await b.fork("xfer@v1", { name: "f2" });
+    expect(await digests(b, fork.id)).toEqual(want);
   });
 });
 
@@ -203,6 +217,7 @@ x-denv:
       sendResume: async () => {
         await w.json(TransferRecordType.manifest, manifest);
         await write(w);
+        await w.flush();
         link.end();
       },
     });

@@ -1,19 +1,26 @@
-import { constants, type Stats } from "node:fs";
 import {
-  chmod,
-  type FileHandle,
-  lchown,
-  lstat,
-  lutimes,
-  mkdir,
-  open,
-  readdir,
-  readlink,
-  rm,
-  symlink,
-} from "node:fs/promises";
+  chmodSync,
+  closeSync,
+  constants,
+  fchmodSync,
+  fchownSync,
+  ftruncateSync,
+  futimesSync,
+  lchownSync,
+  lstatSync,
+  lutimesSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readlinkSync,
+  rmSync,
+  type Stats,
+  symlinkSync,
+  writeSync,
+} from "node:fs";
+import { lstat, mkdir, readdir } from "node:fs/promises";
 import { join } from "node:path";
-import { DenvError, MAX_TRANSFER_CHUNK, type TransferEntry } from "@denv/spec";
+import { DenvError, type TransferEntry } from "@denv/spec";
 
 /**
  * Directory trees on the wire: the sender walks one (sorted names, parents before children,
@@ -25,14 +32,18 @@ import { DenvError, MAX_TRANSFER_CHUNK, type TransferEntry } from "@denv/spec";
 
 export type WalkEntry = TransferEntry & { abs: string };
 
-/** The tree under `root` in walk order; special files are counted in `special`, not yielded. */
+/**
+ * The tree under `root` in walk order; special files are counted in `special`, not yielded.
+ * Synchronous calls: a snapshot's metadata is a few microseconds a call, where the promise API
+ * costs a round trip through the thread pool per file (the walk yields per entry all the same).
+ */
 export async function* walkTree(root: string, special: { count: number }): AsyncGenerator<WalkEntry> {
-  async function* walk(rel: string): AsyncGenerator<WalkEntry> {
-    const names = (await readdir(join(root, rel))).sort();
+  function* walk(rel: string): Generator<WalkEntry> {
+    const names = readdirSync(join(root, rel)).sort();
     for (const name of names) {
       const path = rel ? `${rel}/${name}` : name;
       const abs = join(root, path);
-      const st = await lstat(abs);
+      const st = lstatSync(abs);
       const base = {
         path,
         mode: st.mode & 0o7777,
@@ -46,28 +57,11 @@ export async function* walkTree(root: string, special: { count: number }): Async
         yield* walk(path);
       } else if (st.isFile()) yield { ...base, type: "file", size: st.size, abs };
       else if (st.isSymbolicLink())
-        yield { ...base, type: "symlink", size: 0, target: await readlink(abs), abs };
+        yield { ...base, type: "symlink", size: 0, target: readlinkSync(abs), abs };
       else special.count++;
     }
   }
   yield* walk("");
-}
-
-/** A file's bytes from `offset`, in chunks, read without following a symlink. */
-export async function* fileChunks(abs: string, offset: number, size: number): AsyncGenerator<Buffer> {
-  const fh = await open(abs, constants.O_RDONLY | constants.O_NOFOLLOW);
-  try {
-    let at = offset;
-    while (at < size) {
-      const buf = Buffer.allocUnsafe(Math.min(MAX_TRANSFER_CHUNK, size - at));
-      const { bytesRead } = await fh.read(buf, 0, buf.length, at);
-      if (bytesRead === 0) throw new DenvError("conflict", `${abs} shrank while it was being sent`);
-      at += bytesRead;
-      yield buf.subarray(0, bytesRead);
-    }
-  } finally {
-    await fh.close();
-  }
 }
 
 const BAD_COMPONENT = /^(|\.|\.\.)$/;
@@ -92,7 +86,7 @@ export function checkPath(path: string): string[] {
 export class TreeWriter {
   private dirs = new Set<string>([""]);
   private dirTimes: Array<{ abs: string; mtime: number }> = [];
-  private file: { fh: FileHandle; entry: TransferEntry; at: number } | undefined;
+  private file: { fd: number; entry: TransferEntry; at: number } | undefined;
   /** The last entry written whole, and how far the current file got: the resume point. */
   lastComplete: string | undefined;
   bytes = 0;
@@ -128,6 +122,13 @@ export class TreeWriter {
     return st?.isFile() ? st.size : 0;
   }
 
+  /**
+   * Starts an entry: a directory or a symlink is made at once, a file is opened for the bytes
+   * that follow. Synchronous calls, as the sender's: a tree of small files is a handful of
+   * syscalls per file, each a few microseconds, where the promise API costs a thread-pool round
+   * trip apiece. A fresh entry is made with O_EXCL (mkdir, symlink: EEXIST) first; only what an
+   * interrupted attempt left in the way is looked at and removed, never followed.
+   */
   async begin(entry: TransferEntry): Promise<void> {
     if (this.file)
       throw new DenvError("invalid_request", `version transfer: ${entry.path} began inside a file`);
@@ -140,38 +141,55 @@ export class TreeWriter {
       );
     }
     const abs = join(this.root, entry.path);
-    const existing = await lstat(abs).catch(() => undefined);
     if (entry.type === "dir") {
-      if (existing && !existing.isDirectory()) await rm(abs, { force: true });
-      if (!existing?.isDirectory()) await mkdir(abs, { mode: 0o700 });
+      let existing: Stats | undefined;
+      if (!tryCreate(() => mkdirSync(abs, { mode: 0o700 }))) {
+        existing = lstatSync(abs);
+        if (!existing.isDirectory()) {
+          this.clear(abs, entry.path);
+          mkdirSync(abs, { mode: 0o700 });
+          existing = undefined;
+        }
+      }
       this.dirs.add(entry.path);
-      await this.own(abs, entry, existing);
+      if (this.owners) {
+        lchownSync(abs, entry.uid, entry.gid);
+        chmodSync(abs, entry.mode & 0o7777);
+      } else if (!existing) chmodSync(abs, 0o755);
       this.dirTimes.push({ abs, mtime: entry.mtime_ms });
       this.lastComplete = entry.path;
       return;
     }
-    // A leftover of an interrupted attempt (or a directory in the way) goes; never followed.
-    if (existing && !(entry.type === "file" && entry.offset > 0 && existing.isFile())) {
-      await rm(abs, { recursive: true, force: true });
-      this.dirs.delete(entry.path);
-    }
     if (entry.type === "symlink") {
-      await symlink(entry.target ?? "", abs);
-      await this.own(abs, entry, undefined);
-      await lutimes(abs, entry.mtime_ms / 1000, entry.mtime_ms / 1000);
+      const target = entry.target ?? "";
+      if (!tryCreate(() => symlinkSync(target, abs))) {
+        this.clear(abs, entry.path);
+        symlinkSync(target, abs);
+      }
+      if (this.owners) lchownSync(abs, entry.uid, entry.gid);
+      lutimesSync(abs, entry.mtime_ms / 1000, entry.mtime_ms / 1000);
       this.lastComplete = entry.path;
       return;
     }
-    if (entry.offset > 0 && (existing?.size ?? 0) < entry.offset) {
-      throw new DenvError("invalid_request", `version transfer: ${entry.path} resumes past what is here`);
+    let fd: number;
+    if (entry.offset > 0) {
+      // A resumed file: the part an earlier attempt wrote is here, a regular file.
+      const existing = lstatSync(abs, { throwIfNoEntry: false });
+      if (!existing?.isFile() || existing.size < entry.offset) {
+        throw new DenvError("invalid_request", `version transfer: ${entry.path} resumes past what is here`);
+      }
+      fd = openSync(abs, constants.O_WRONLY | constants.O_NOFOLLOW);
+      ftruncateSync(fd, entry.offset);
+    } else {
+      const flags = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
+      let opened = -1;
+      if (!tryCreate(() => (opened = openSync(abs, flags, 0o600)))) {
+        this.clear(abs, entry.path);
+        opened = openSync(abs, flags, 0o600);
+      }
+      fd = opened;
     }
-    const flags =
-      entry.offset > 0
-        ? constants.O_WRONLY | constants.O_NOFOLLOW
-        : constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
-    const fh = await open(abs, flags, 0o600);
-    await fh.truncate(entry.offset);
-    this.file = { fh, entry, at: entry.offset };
+    this.file = { fd, entry, at: entry.offset };
     if (entry.size === entry.offset) await this.endFile();
   }
 
@@ -181,7 +199,9 @@ export class TreeWriter {
     if (f.at + chunk.length > f.entry.size) {
       throw new DenvError("invalid_request", `version transfer: ${f.entry.path} is longer than announced`);
     }
-    await f.fh.write(chunk, 0, chunk.length, f.at);
+    for (let done = 0; done < chunk.length; ) {
+      done += writeSync(f.fd, chunk, done, chunk.length - done, f.at + done);
+    }
     f.at += chunk.length;
     this.bytes += chunk.length;
     if (f.at === f.entry.size) await this.endFile();
@@ -195,33 +215,49 @@ export class TreeWriter {
   private async endFile(): Promise<void> {
     const f = this.file as NonNullable<typeof this.file>;
     this.file = undefined;
-    if (this.owners) await f.fh.chown(f.entry.uid, f.entry.gid);
-    await f.fh.chmod(f.entry.mode & 0o7777);
-    await f.fh.utimes(f.entry.mtime_ms / 1000, f.entry.mtime_ms / 1000);
-    await f.fh.close();
+    try {
+      if (this.owners) fchownSync(f.fd, f.entry.uid, f.entry.gid);
+      // After the chown, which clears setuid and setgid bits.
+      fchmodSync(f.fd, f.entry.mode & 0o7777);
+      futimesSync(f.fd, f.entry.mtime_ms / 1000, f.entry.mtime_ms / 1000);
+    } finally {
+      closeSync(f.fd);
+    }
     this.lastComplete = f.entry.path;
   }
 
-  private async own(abs: string, entry: TransferEntry, existing: Stats | undefined): Promise<void> {
-    if (this.owners) {
-      await lchown(abs, entry.uid, entry.gid);
-      if (entry.type === "dir") await chmod(abs, entry.mode & 0o7777);
-    } else if (entry.type === "dir" && !existing) await chmod(abs, 0o755);
+  /** What an interrupted attempt left at `abs` goes (a directory with what is in it). */
+  private clear(abs: string, path: string): void {
+    rmSync(abs, { recursive: true, force: true });
+    for (const d of this.dirs) if (d === path || d.startsWith(`${path}/`)) this.dirs.delete(d);
   }
 
   /** The part is complete: no file may be left open, directory times are set (deepest first). */
   async finish(): Promise<void> {
     if (this.file) {
       const f = this.file;
-      await f.fh.close();
+      this.file = undefined;
+      closeSync(f.fd);
       throw new DenvError("invalid_request", `version transfer: ${f.entry.path} ended short`);
     }
-    for (const d of this.dirTimes.reverse()) await lutimes(d.abs, d.mtime / 1000, d.mtime / 1000);
+    for (const d of this.dirTimes.reverse()) lutimesSync(d.abs, d.mtime / 1000, d.mtime / 1000);
   }
 
   /** Closes an open file (an attempt that broke off); what was written stays for a resume. */
   async close(): Promise<void> {
-    await this.file?.fh.close();
+    const f = this.file;
     this.file = undefined;
+    if (f) closeSync(f.fd);
+  }
+}
+
+/** Runs a create call; false when the name exists already (EEXIST), any other error is thrown. */
+function tryCreate(create: () => unknown): boolean {
+  try {
+    create();
+    return true;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "EEXIST") return false;
+    throw err;
   }
 }

@@ -1,7 +1,13 @@
 import { createHash } from "node:crypto";
-import { once } from "node:events";
+import { closeSync, constants, openSync, readSync } from "node:fs";
 import type { Writable } from "node:stream";
-import { DenvError, MAX_TRANSFER_CHUNK, MAX_TRANSFER_JSON, TransferRecordType } from "@denv/spec";
+import {
+  DenvError,
+  MAX_BULK_CHUNK,
+  MAX_TRANSFER_CHUNK,
+  MAX_TRANSFER_JSON,
+  TransferRecordType,
+} from "@denv/spec";
 
 /**
  * The records of a version transfer (spec: protocol/transfer.ts): type, length, body, SHA-256 of
@@ -14,34 +20,146 @@ export type RecordType = (typeof TransferRecordType)[keyof typeof TransferRecord
 const HEADER = 5;
 const DIGEST = 32;
 const TYPES = new Set<number>(Object.values(TransferRecordType));
+/** A writer's batch: one data frame of a bulk stream. */
+const BATCH = MAX_BULK_CHUNK;
+/** A data record shorter than this waits for the next batch rather than end this one. */
+const MIN_DATA = 4096;
 
+/**
+ * Writes records into batches of BATCH bytes, each one write to the stream (one data frame of a
+ * bulk stream): a file's bytes are read straight into the batch, so a tree of small files costs
+ * neither a buffer per file nor a copy to join its records. A data record may be cut anywhere
+ * (each is checked on its own), so a file's records are cut to fit the batch they go in. What a
+ * batch holds goes out when it is full, when the sender stops to wait (the next turn of the event
+ * loop), and at `flush`.
+ */
 export class RecordWriter {
   bytes = 0;
   records = 0;
+  private batch = Buffer.allocUnsafe(BATCH);
+  private used = 0;
+  private idle: NodeJS.Immediate | undefined;
 
   constructor(private readonly out: Writable) {}
 
   json(type: Exclude<RecordType, typeof TransferRecordType.data>, value: unknown): Promise<void> {
-    return this.put(type, Buffer.from(JSON.stringify(value)));
+    return this.record(type, Buffer.from(JSON.stringify(value)));
   }
 
-  /** Bytes of the current file entry, cut into chunks of at most MAX_TRANSFER_CHUNK. */
+  /** Bytes of the current file entry, in records of at most MAX_TRANSFER_CHUNK. */
   async data(buf: Buffer): Promise<void> {
-    for (let at = 0; at < buf.length; at += MAX_TRANSFER_CHUNK) {
-      await this.put(TransferRecordType.data, buf.subarray(at, at + MAX_TRANSFER_CHUNK));
+    for (let at = 0; at < buf.length; ) {
+      await this.room(buf.length - at);
+      const n = Math.min(buf.length - at, MAX_TRANSFER_CHUNK, BATCH - this.used - HEADER - DIGEST);
+      buf.copy(this.batch, this.used + HEADER, at, at + n);
+      this.seal(TransferRecordType.data, n);
+      at += n;
     }
+    this.later();
   }
 
-  private async put(type: RecordType, body: Buffer): Promise<void> {
-    const head = Buffer.alloc(HEADER);
-    head.writeUInt8(type, 0);
-    head.writeUInt32BE(body.length, 1);
-    const digest = createHash("sha256").update(body).digest();
-    this.records++;
-    this.bytes += HEADER + body.length + DIGEST;
-    const ok = [head, body, digest].map((b) => this.out.write(b)).every(Boolean);
-    if (!ok) await once(this.out, "drain");
+  /**
+   * Bytes `offset` to `size` of the file at `path` (opened without following a symlink), read
+   * straight into the batches as data records. Synchronous reads: the sender awaits each batch's
+   * way out, which gives the event loop its turn whenever the stream's credit runs out.
+   */
+  async file(path: string, offset: number, size: number): Promise<void> {
+    const fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW);
+    try {
+      for (let at = offset; at < size; ) {
+        await this.room(size - at);
+        const want = Math.min(size - at, MAX_TRANSFER_CHUNK, BATCH - this.used - HEADER - DIGEST);
+        const n = readSync(fd, this.batch, this.used + HEADER, want, at);
+        if (n === 0) throw new DenvError("conflict", `${path} shrank while it was being sent`);
+        this.seal(TransferRecordType.data, n);
+        at += n;
+      }
+    } finally {
+      closeSync(fd);
+    }
+    this.later();
   }
+
+  /** Sends what the batch holds, and waits while the stream is full. */
+  async flush(): Promise<void> {
+    clearImmediate(this.idle);
+    this.idle = undefined;
+    if (this.used === 0) return;
+    const full = this.batch.subarray(0, this.used);
+    this.batch = Buffer.allocUnsafe(BATCH);
+    this.used = 0;
+    if (!this.out.write(full)) await drained(this.out);
+  }
+
+  private async record(type: RecordType, body: Buffer): Promise<void> {
+    if (HEADER + body.length + DIGEST > BATCH) {
+      // A large JSON record (a manifest): on its own, after what the batch holds.
+      await this.flush();
+      const head = Buffer.alloc(HEADER);
+      head.writeUInt8(type, 0);
+      head.writeUInt32BE(body.length, 1);
+      this.records++;
+      this.bytes += HEADER + body.length + DIGEST;
+      const ok = [head, body, createHash("sha256").update(body).digest()]
+        .map((b) => this.out.write(b))
+        .every(Boolean);
+      if (!ok) await drained(this.out);
+      return;
+    }
+    if (this.used + HEADER + body.length + DIGEST > BATCH) await this.flush();
+    body.copy(this.batch, this.used + HEADER);
+    this.seal(type, body.length);
+    this.later();
+  }
+
+  /** A record's body of `n` bytes is in the batch after room for its header: head and digest. */
+  private seal(type: RecordType, n: number): void {
+    const at = this.used;
+    this.batch.writeUInt8(type, at);
+    this.batch.writeUInt32BE(n, at + 1);
+    const digest = createHash("sha256")
+      .update(this.batch.subarray(at + HEADER, at + HEADER + n))
+      .digest();
+    digest.copy(this.batch, at + HEADER + n);
+    this.used += HEADER + n + DIGEST;
+    this.records++;
+    this.bytes += HEADER + n + DIGEST;
+  }
+
+  /** Room in the batch for a data record of `want` bytes, or one worth its header. */
+  private async room(want: number): Promise<void> {
+    if (BATCH - this.used - HEADER - DIGEST < Math.min(want, MIN_DATA)) await this.flush();
+  }
+
+  /** A batch left part full goes out at the next turn of the event loop. */
+  private later(): void {
+    if (this.used === 0 || this.idle) return;
+    this.idle = setImmediate(() => {
+      this.idle = undefined;
+      // A broken stream says so to the sender's next write; nothing waits on this one.
+      this.flush().catch(() => undefined);
+    });
+  }
+}
+
+/** The stream took what waited (drain), or it broke (its error, at once if it broke before). */
+function drained(out: Writable): Promise<void> {
+  if (out.destroyed) return Promise.reject(out.errored ?? new Error("the stream closed"));
+  return new Promise((resolve, reject) => {
+    const done = (err?: Error | null) => {
+      out.off("drain", onDrain);
+      out.off("error", onError);
+      out.off("close", onClose);
+      if (err) reject(err);
+      else resolve();
+    };
+    const onDrain = () => done();
+    const onError = (err: Error) => done(err);
+    const onClose = () => done(out.errored ?? new Error("the stream closed"));
+    out.on("drain", onDrain);
+    out.on("error", onError);
+    out.on("close", onClose);
+  });
 }
 
 export interface TransferRecord {
@@ -49,25 +167,56 @@ export interface TransferRecord {
   body: Buffer;
 }
 
+/**
+ * The bytes received and not yet read, as the chunks they came in. `take` cuts a view out of
+ * the first chunk when it holds all of it (a record body inside one data frame: no copy) and
+ * copies only what spans chunks, so a stream of records costs no more than one copy per byte.
+ */
+class Chunks {
+  private list: Buffer[] = [];
+  length = 0;
+
+  push(chunk: Buffer): void {
+    if (chunk.length === 0) return;
+    this.list.push(chunk);
+    this.length += chunk.length;
+  }
+
+  take(n: number): Buffer {
+    const first = this.list[0] as Buffer;
+    let out: Buffer;
+    if (first.length >= n) {
+      out = first.subarray(0, n);
+      if (first.length === n) this.list.shift();
+      else this.list[0] = first.subarray(n);
+    } else {
+      out = Buffer.allocUnsafe(n);
+      let at = 0;
+      while (at < n) {
+        const head = this.list[0] as Buffer;
+        const m = Math.min(head.length, n - at);
+        head.copy(out, at, 0, m);
+        at += m;
+        if (m === head.length) this.list.shift();
+        else this.list[0] = head.subarray(m);
+      }
+    }
+    this.length -= n;
+    return out;
+  }
+}
+
 /** Records from a byte stream; throws a one-line DenvError at the first bad one. */
 export async function* readRecords(source: AsyncIterable<Buffer>): AsyncGenerator<TransferRecord> {
-  let chunks: Buffer[] = [];
-  let length = 0;
+  const chunks = new Chunks();
   let offset = 0;
-  const take = (n: number): Buffer => {
-    const joined = chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks);
-    const out = joined.subarray(0, n);
-    chunks = joined.length > n ? [joined.subarray(n)] : [];
-    length -= n;
-    return out;
-  };
+  const take = (n: number): Buffer => chunks.take(n);
   let want: { type: RecordType; size: number } | undefined;
   for await (const chunk of source) {
     chunks.push(chunk);
-    length += chunk.length;
     for (;;) {
       if (!want) {
-        if (length < HEADER) break;
+        if (chunks.length < HEADER) break;
         const head = take(HEADER);
         const type = head.readUInt8(0);
         const size = head.readUInt32BE(1);
@@ -76,9 +225,9 @@ export async function* readRecords(source: AsyncIterable<Buffer>): AsyncGenerato
         if (size > limit) throw bad(offset, `a record of ${size} bytes is over the limit of ${limit}`);
         want = { type: type as RecordType, size };
       }
-      if (length < want.size + DIGEST) break;
-      // A copy: the body outlives the buffer it was cut from.
-      const body = Buffer.from(take(want.size));
+      if (chunks.length < want.size + DIGEST) break;
+      // A view of the received bytes where it can be: they are this stream's own, never reused.
+      const body = take(want.size);
       const digest = take(DIGEST);
       if (!createHash("sha256").update(body).digest().equals(digest)) {
         throw bad(offset, "checksum mismatch (the chunk was corrupted on the way)");
@@ -88,7 +237,7 @@ export async function* readRecords(source: AsyncIterable<Buffer>): AsyncGenerato
       want = undefined;
     }
   }
-  if (want || length > 0) throw bad(offset, "the stream ended in the middle of a record");
+  if (want || chunks.length > 0) throw bad(offset, "the stream ended in the middle of a record");
 }
 
 function bad(offset: number, why: string): DenvError {
