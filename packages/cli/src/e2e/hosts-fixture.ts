@@ -2,6 +2,7 @@ import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { randomBytes, randomInt } from "node:crypto";
 import {
   closeSync,
+  copyFileSync,
   existsSync,
   mkdirSync,
   openSync,
@@ -46,6 +47,23 @@ const CP_BIN = path.join(repo, "packages/cp/dist/main.js");
 const DENVD_BIN = path.join(repo, "packages/denvd/dist/main.js");
 
 const sh = promisify(execFile);
+
+/**
+ * DENV_E2E_DEBUG_DIR=DIR (a debugging aid, for profiling a benchmark): the cp and every
+ * `denvd run` start under `node --cpu-prof`, each writing its profile into DIR/<cp|name>/ when it
+ * exits, and close() copies their logs into DIR before it removes them.
+ */
+function debugFlags(proc: string): string[] {
+  const dir = process.env.DENV_E2E_DEBUG_DIR;
+  return dir ? ["--cpu-prof", `--cpu-prof-dir=${path.join(path.resolve(dir), proc)}`] : [];
+}
+
+function keepLog(log: string, as: string): void {
+  const dir = process.env.DENV_E2E_DEBUG_DIR;
+  if (!dir || !existsSync(log)) return;
+  mkdirSync(dir, { recursive: true });
+  copyFileSync(log, path.join(dir, as));
+}
 
 export interface HostSpec<N extends string = string> {
   /** [a-z0-9]{1,8}: names the namespace, the folders and the host id (dvt<id>-<name>). */
@@ -480,6 +498,7 @@ export async function startHosts<const N extends string>(opts: HostsOptions<N>):
     procs.cp = startProc(
       process.execPath,
       [
+        ...debugFlags("cp"),
         CP_BIN,
         "--listen",
         `${gateway}:${port}`,
@@ -586,9 +605,10 @@ export async function startHosts<const N extends string>(opts: HostsOptions<N>):
       throw new Error("the control plane returned a join token without its secret");
     const labelArgs = (labels: Record<string, string> = {}) =>
       Object.entries(labels).flatMap(([key, v]) => ["--label", `${key}=${v}`]);
-    const inNetns = (netns: string, args: string[]) => [
+    const inNetns = (netns: string, args: string[], nodeFlags: string[] = []) => [
       `--net=/run/netns/${netns}`,
       process.execPath,
+      ...nodeFlags,
       DENVD_BIN,
       ...args,
     ];
@@ -649,16 +669,20 @@ export async function startHosts<const N extends string>(opts: HostsOptions<N>):
         h.spec.name,
         startProc(
           "nsenter",
-          inNetns(h.netns, [
-            "run",
-            "--state-dir",
-            h.stateDir,
-            "--docker-socket",
-            h.socket,
-            ...labelArgs(h.spec.labels),
-            "--insecure",
-            ...(h.spec.denvdArgs ?? []),
-          ]),
+          inNetns(
+            h.netns,
+            [
+              "run",
+              "--state-dir",
+              h.stateDir,
+              "--docker-socket",
+              h.socket,
+              ...labelArgs(h.spec.labels),
+              "--insecure",
+              ...(h.spec.denvdArgs ?? []),
+            ],
+            debugFlags(h.spec.name),
+          ),
           h.log,
           cleanEnv(),
         ),
@@ -717,6 +741,8 @@ export async function startHosts<const N extends string>(opts: HostsOptions<N>):
       }
       await Promise.all([...procs.denvd.values()].map((p) => stopProc(p, "SIGTERM", 15_000)));
       await stopProc(procs.cp, "SIGTERM", 10_000);
+      keepLog(cpLog, "cp.log");
+      for (const h of hosts) keepLog(h.log, `denvd-${h.spec.name}.log`);
       // dockerd stops its containers and unmounts its data root when it is let to.
       await Promise.all([...procs.dockerd.values()].map((p) => stopProc(p, "SIGTERM", 30_000)));
       errors.push(...(await teardown(id)));
