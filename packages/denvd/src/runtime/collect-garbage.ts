@@ -1,6 +1,6 @@
 import { Labels } from "@denv/spec/labels";
 import { removeRejectRule, ruleNetworkIds } from "../host/firewall.js";
-import { transferVolumes } from "../transfer/receive.js";
+import { transferVolumes } from "../transfer/staging.js";
 import type { HostContext } from "./host-context.js";
 
 /**

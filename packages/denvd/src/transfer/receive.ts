@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from "node:crypto";
-import { createReadStream, existsSync } from "node:fs";
-import { chmod, chown, lutimes, mkdir, readdir, readFile, rename, rm, writeFile } from "node:fs/promises";
+import { createReadStream } from "node:fs";
+import { chmod, chown, lutimes, mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { Readable } from "node:stream";
 import {
@@ -18,6 +18,7 @@ import { z } from "zod";
 import type { ImageRecord, VersionRecord } from "../records.js";
 import type { HostContext } from "../runtime/host-context.js";
 import { chainIds } from "./send.js";
+import { discardTransfer, type Journal, readJournal, slug, stagingDir, writeJournal } from "./staging.js";
 import { TreeWriter, walkTree } from "./tree.js";
 import { parseJson, readRecords } from "./wire.js";
 
@@ -30,18 +31,6 @@ import { parseJson, readRecords } from "./wire.js";
  * registered: the version record is written last.
  */
 
-interface Journal {
-  version: string;
-  from: string;
-  manifest_sha: string;
-  done: string[];
-  current?: NonNullable<TransferResume["current"]>;
-  /** Store volumes made for volume parts, by volume name. */
-  volumes: Record<string, string>;
-  /** Bytes received and kept by earlier attempts. */
-  bytes: number;
-}
-
 /** A volume part's own directory, sent with its part record. */
 const RootAttrs = z.object({
   mode: z.number().int().nonnegative(),
@@ -49,44 +38,6 @@ const RootAttrs = z.object({
   gid: z.number().int().nonnegative(),
   mtime_ms: z.number(),
 });
-
-const slug = (versionId: string) => versionId.replace(/[^A-Za-z0-9_.-]/g, "_");
-
-export function stagingDir(ctx: HostContext, versionId: string): string {
-  return join(ctx.stateDir, "transfers", slug(versionId));
-}
-
-async function readJournal(dir: string): Promise<Journal | undefined> {
-  const text = await readFile(join(dir, "journal.json"), "utf8").catch(() => undefined);
-  return text ? (JSON.parse(text) as Journal) : undefined;
-}
-
-async function writeJournal(dir: string, j: Journal): Promise<void> {
-  await writeFile(join(dir, "journal.tmp"), JSON.stringify(j));
-  await rename(join(dir, "journal.tmp"), join(dir, "journal.json"));
-}
-
-/** Store volumes that transfers in progress write into (gc must leave them). */
-export async function transferVolumes(ctx: HostContext): Promise<string[]> {
-  const root = join(ctx.stateDir, "transfers");
-  if (!existsSync(root)) return [];
-  const out: string[] = [];
-  for (const d of await readdir(root)) {
-    const j = await readJournal(join(root, d)).catch(() => undefined);
-    if (j) out.push(...Object.values(j.volumes));
-  }
-  return out;
-}
-
-/** Removes what a transfer of `versionId` left (an abandoned attempt). */
-export async function discardTransfer(ctx: HostContext, versionId: string): Promise<boolean> {
-  const dir = stagingDir(ctx, versionId);
-  const j = await readJournal(dir).catch(() => undefined);
-  if (!j && !existsSync(dir)) return false;
-  for (const live of Object.values(j?.volumes ?? {})) await ctx.store.removeLive(live);
-  await rm(dir, { recursive: true, force: true });
-  return true;
-}
 
 /** Chain ids of every layer the engine has (through the images that use them). */
 async function engineChains(ctx: HostContext): Promise<string[]> {

@@ -5,8 +5,9 @@ import { TransferRecordType, TransferResume } from "@denv/spec";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Runtime } from "../runtime/runtime.js";
 import { openTestRuntime, writeProject } from "../testing/harness.js";
-import { receiveVersion, stagingDir } from "./receive.js";
+import { receiveVersion } from "./receive.js";
 import { manifestOf, sendVersion } from "./send.js";
+import { stagingDir } from "./staging.js";
 import { RecordWriter } from "./wire.js";
 
 /**
