@@ -1,3 +1,4 @@
+import { createRequire } from "node:module";
 import {
   decodeBinaryData,
   encodeBinaryHeader,
@@ -7,9 +8,17 @@ import {
   PROTOCOL_VERSION,
   parseFrame,
   type RawFrame,
-} from "@denv/spec";
-import WebSocket from "ws";
+} from "@denv/spec/protocol/frames";
+import type WsClient from "ws";
 import type { Log } from "./log.js";
+
+/**
+ * ws is CommonJS, so it is required rather than imported: importing it from ESM makes Node run
+ * its CommonJS export lexer over ws's sources, and V8 optimizes the lexer, which costs an idle
+ * denvd about 4 MB (README, "Memory").
+ */
+const WebSocket = createRequire(import.meta.url)("ws") as typeof WsClient;
+type WebSocket = WsClient;
 
 /**
  * The socket to the control plane: denvd dials out (hosts take no inbound connections), keeps
