@@ -1,32 +1,63 @@
-import { type ChildProcess, fork, spawn } from "node:child_process";
-import { fileURLToPath } from "node:url";
+import { type ChildProcess, spawn } from "node:child_process";
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import type { HostEnvironment, ResultFrame, Version } from "@denv/spec";
+import { DENVD_MAIN, denvd, REPO, tarOf } from "../../../packages/denvd/dist/agent/testing/agent-harness.js";
+import { FakeCp } from "../../../packages/denvd/dist/agent/testing/fake-cp.js";
 import { memoryOf, sleep } from "./host.js";
-import type { ChildReply, ChildRequest } from "./memory-child.js";
 import { median } from "./stats.js";
 
 /**
- * Benchmark 4: resident memory of a process that holds an open Runtime (what denvd costs a
- * host), idle and while holding N environments, next to a bare `node -e setInterval` for
- * context. RSS from /proc/PID/status (VmRSS), sampled after the process settled.
+ * Benchmark 4: resident memory of denvd itself. `denvd run` (dist/main.js, with the node options
+ * deploy/denvd.service starts it with) is connected to a control plane (denvd's fake control
+ * plane for its tests: the join route and the host stream), and measured idle and while holding
+ * N environments; next to it, started at the same moment with the same node options, a bare
+ * node process holding a WebSocket to a control plane of the same kind: what any sidecar
+ * written in JavaScript pays. RSS from /proc/PID/status (VmRSS), sampled twice after hello: at
+ * start-up (`startupMs`) and once V8 has had the time to give back what the start-up used
+ * (`idleMs`).
  */
 
 const MB = 1024 * 1024;
 
-export interface MemoryResult {
-  idleRuns: number;
-  held: number;
-  nodeRssMb: number[];
-  denvIdleRssMb: number[];
-  denvIdleHwmMb: number[];
-  denvHoldingRssMb: number;
-  denvHoldingHwmMb: number;
-  holdMs: number;
-  openMs: number[];
-  medians: { nodeRssMb: number; denvIdleRssMb: number; denvHoldingRssMb: number };
+interface Sample {
+  rssMb: number;
+  hwmMb: number;
 }
 
-/** Median of a few RSS samples, taken 100 ms apart. */
-async function sampleRss(pid: number, samples = 5): Promise<{ rss: number; hwm: number }> {
+export interface MemoryResult {
+  nodeOptions: string[];
+  startupMs: number;
+  idleMs: number;
+  idleRuns: number;
+  held: number;
+  holdMs: number;
+  /** Per run: the bare node process and denvd, at start-up and idle. */
+  runs: Array<{ baseline: { startup: Sample; idle: Sample }; denvd: { startup: Sample; idle: Sample } }>;
+  holding: { startup: Sample; idle: Sample } | undefined;
+  medians: {
+    baselineStartupMb: number;
+    baselineIdleMb: number;
+    denvdStartupMb: number;
+    denvdIdleMb: number;
+    denvdIdleHwmMb: number;
+    holdingMb: number;
+    holdingStartupMb: number;
+    holdingHwmMb: number;
+  };
+}
+
+/** The node options of the unit's ExecStart (`/usr/bin/env node OPTIONS... /usr/local/bin/denvd run`). */
+async function unitNodeOptions(): Promise<string[]> {
+  const unit = await readFile(join(REPO, "deploy/denvd.service"), "utf8");
+  const words = /^ExecStart=(.*)$/m.exec(unit)?.[1]?.split(" ") ?? [];
+  const node = words.indexOf("node");
+  const binary = words.findIndex((w) => w.endsWith("/denvd"));
+  return node >= 0 && binary > node ? words.slice(node + 1, binary) : [];
+}
+
+/** Median of a few RSS samples, taken 100 ms apart, and the peak so far. */
+async function sample(pid: number, samples = 5): Promise<Sample> {
   const rss: number[] = [];
   let hwm = 0;
   for (let i = 0; i < samples; i++) {
@@ -35,84 +66,65 @@ async function sampleRss(pid: number, samples = 5): Promise<{ rss: number; hwm: 
     hwm = Math.max(hwm, m.hwm);
     await sleep(100);
   }
-  return { rss: median(rss) / MB, hwm: hwm / MB };
+  return { rssMb: median(rss) / MB, hwmMb: hwm / MB };
 }
 
-async function bareNode(settleMs: number): Promise<number> {
-  const child = spawn(process.execPath, ["-e", "setInterval(()=>{},1000)"], { stdio: "ignore" });
-  try {
-    await sleep(settleMs);
-    if (child.pid === undefined) throw new Error("node did not start");
-    return (await sampleRss(child.pid)).rss;
-  } finally {
-    child.kill("SIGKILL");
-  }
-}
+/** A process of the benchmark: stopped with SIGTERM (then SIGKILL) by its pid; its stderr kept. */
+class Proc {
+  private stderr = "";
+  private readonly exited: Promise<void>;
 
-class Child {
-  private readonly proc: ChildProcess;
-  private readonly replies: ChildReply[] = [];
-  private waiters: Array<() => void> = [];
-  private exited = false;
-
-  constructor(hostId: string, stateDir: string) {
-    const script = fileURLToPath(new URL("./memory-child.js", import.meta.url));
-    this.proc = fork(script, [], {
-      env: { ...process.env, BENCH_HOST_ID: hostId, BENCH_STATE_DIR: stateDir },
-      stdio: ["ignore", "inherit", "inherit", "ipc"],
+  constructor(readonly child: ChildProcess) {
+    child.stderr?.on("data", (b: Buffer) => {
+      this.stderr = (this.stderr + b.toString()).slice(-4000);
     });
-    this.proc.on("message", (m: ChildReply) => {
-      this.replies.push(m);
-      for (const w of this.waiters.splice(0)) w();
-    });
-    this.proc.on("exit", () => {
-      this.exited = true;
-      for (const w of this.waiters.splice(0)) w();
-    });
+    this.exited = new Promise((r) => child.once("exit", () => r()));
   }
 
   get pid(): number {
-    return this.proc.pid ?? 0;
+    if (this.child.pid === undefined) throw new Error(`did not start:\n${this.stderr}`);
+    return this.child.pid;
   }
 
-  async next<T extends ChildReply["type"]>(
-    type: T,
-    timeoutMs: number,
-  ): Promise<Extract<ChildReply, { type: T }>> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const i = this.replies.findIndex((r) => r.type === type || r.type === "error");
-      if (i >= 0) {
-        const [r] = this.replies.splice(i, 1);
-        if (r?.type === "error") throw new Error(`memory child: ${r.message}`);
-        return r as Extract<ChildReply, { type: T }>;
-      }
-      if (this.exited) throw new Error(`memory child exited before '${type}'`);
-      if (Date.now() > deadline) throw new Error(`memory child: no '${type}' after ${timeoutMs} ms`);
-      await new Promise<void>((resolve) => {
-        this.waiters.push(resolve);
-        setTimeout(resolve, 1000);
-      });
-    }
+  get log(): string {
+    return this.stderr;
   }
 
-  send(m: ChildRequest): void {
-    this.proc.send(m);
+  async stop(): Promise<void> {
+    if (this.child.exitCode !== null || this.child.signalCode !== null) return;
+    this.child.kill("SIGTERM");
+    const killed = sleep(30_000).then(() => this.child.kill("SIGKILL"));
+    await Promise.race([this.exited, killed]);
+    await this.exited;
   }
+}
 
-  /** Asks it to clean up and exit; kills it (by its pid) only if it does not. */
-  async close(): Promise<string[]> {
-    if (this.exited) return [];
-    this.send({ cmd: "close" });
-    try {
-      return (await this.next("closed", 120_000)).problems;
-    } catch (err) {
-      this.proc.kill("SIGTERM");
-      return [(err as Error).message];
-    } finally {
-      for (let i = 0; i < 100 && !this.exited; i++) await sleep(50);
-    }
+const WS_HOLDER = `const WebSocket = require("ws");
+const ws = new WebSocket(process.argv[1], { headers: { authorization: "Bearer " + process.argv[2] } });
+ws.on("error", (err) => { console.error(err.message); process.exit(1); });
+setInterval(() => {}, 1000);`;
+
+function streamUrl(cp: FakeCp): string {
+  return `${cp.url.replace(/^http/, "ws")}/v1/hosts/stream`;
+}
+
+async function result<T>(cp: FakeCp, id: string, what: string): Promise<T> {
+  const r: ResultFrame = await cp.result(id, 600_000);
+  if (!r.ok) throw new Error(`${what}: ${r.error?.code}: ${r.error?.message}`);
+  return r.result as T;
+}
+
+/** Deploys the small stack once, snapshots it and forks it until denvd holds `n` environments. */
+async function hold(cp: FakeCp, n: number, projectDir: string): Promise<number> {
+  const deploy = cp.command("env.deploy", { project: "mem", environment: "e0", source_stream: "src" });
+  await cp.write("src", await tarOf(projectDir, true), "file");
+  const env = await result<HostEnvironment>(cp, deploy, "deploy");
+  if (n <= 1) return 1;
+  const version = await result<Version>(cp, cp.command("env.snapshot", { environment: env.id }), "snapshot");
+  for (let i = 1; i < n; i++) {
+    await result<HostEnvironment>(cp, cp.command("env.fork", { version: version.id, name: `e${i}` }), "fork");
   }
+  return n;
 }
 
 export async function memoryBench(opts: {
@@ -121,64 +133,105 @@ export async function memoryBench(opts: {
   smallDir: string;
   idleRuns: number;
   hold: number;
-  settleMs: number;
+  startupMs: number;
+  idleMs: number;
   log: (line: string) => void;
   check: () => void;
-}): Promise<MemoryResult & { problems: string[] }> {
-  const nodeRssMb: number[] = [];
-  const denvIdleRssMb: number[] = [];
-  const denvIdleHwmMb: number[] = [];
-  const openMs: number[] = [];
-  const problems: string[] = [];
-  let holding = { rss: Number.NaN, hwm: Number.NaN };
-  let holdMs = 0;
+}): Promise<MemoryResult> {
+  const nodeOptions = await unitNodeOptions();
+  const cp = await FakeCp.start({ hostId: opts.hostId });
+  const floorCp = await FakeCp.start();
+  const runs: MemoryResult["runs"] = [];
+  let holding: MemoryResult["holding"];
   let held = 0;
-  for (let i = 0; i < opts.idleRuns; i++) {
-    opts.check();
-    nodeRssMb.push(await bareNode(opts.settleMs));
-    const child = new Child(opts.hostId, opts.stateDir);
-    try {
-      const ready = await child.next("ready", 120_000);
-      openMs.push(ready.openMs);
-      await sleep(opts.settleMs);
-      const idle = await sampleRss(child.pid);
-      denvIdleRssMb.push(idle.rss);
-      denvIdleHwmMb.push(idle.hwm);
-      opts.log(
-        `memory ${i + 1}/${opts.idleRuns}: bare node ${nodeRssMb.at(-1)?.toFixed(1)} MB, ` +
-          `denv runtime idle ${idle.rss.toFixed(1)} MB (peak ${idle.hwm.toFixed(1)} MB, open ${ready.openMs} ms)`,
+  let holdMs = 0;
+  try {
+    const joined = await denvd(["join", "--url", cp.url, "--token", cp.token, "--state-dir", opts.stateDir]);
+    if (joined.code !== 0) throw new Error(`denvd join failed: ${joined.stderr}`);
+    for (let i = 0; i < opts.idleRuns; i++) {
+      opts.check();
+      const from = cp.frames.length;
+      const connections = floorCp.connections;
+      const daemon = new Proc(
+        spawn(process.execPath, [...nodeOptions, DENVD_MAIN, "run", "--state-dir", opts.stateDir], {
+          cwd: REPO,
+          env: { PATH: "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" },
+          stdio: ["ignore", "ignore", "pipe"],
+        }),
       );
-      if (i === opts.idleRuns - 1 && opts.hold > 0) {
-        child.send({ cmd: "hold", n: opts.hold, projectDir: opts.smallDir });
-        const h = await child.next("held", 600_000);
-        held = h.n;
-        holdMs = h.ms;
-        await sleep(opts.settleMs);
-        holding = await sampleRss(child.pid);
+      const floor = new Proc(
+        spawn(process.execPath, [...nodeOptions, "-e", WS_HOLDER, streamUrl(floorCp), floorCp.credential], {
+          cwd: REPO,
+          stdio: ["ignore", "ignore", "pipe"],
+        }),
+      );
+      try {
+        await cp
+          .waitFor((f) => f.type === "hello", 120_000, from)
+          .catch((err: Error) => {
+            throw new Error(`${err.message}; denvd's log:\n${daemon.log}`);
+          });
+        await floorCp.waitConnections(connections + 1);
+        const t0 = Date.now();
+        const at = async (ms: number) => {
+          await sleep(Math.max(0, t0 + ms - Date.now()));
+          const [b, d] = await Promise.all([sample(floor.pid), sample(daemon.pid)]);
+          return { b, d };
+        };
+        const startup = await at(opts.startupMs);
+        const idle = await at(opts.idleMs);
+        runs.push({
+          baseline: { startup: startup.b, idle: idle.b },
+          denvd: { startup: startup.d, idle: idle.d },
+        });
         opts.log(
-          `memory: holding ${h.n} environments ${holding.rss.toFixed(1)} MB (peak ${holding.hwm.toFixed(1)} MB; ` +
-            `deploy + snapshot + ${h.n - 1} forks took ${h.ms} ms)`,
+          `memory ${i + 1}/${opts.idleRuns}: denvd ${startup.d.rssMb.toFixed(1)} MB at start-up, ` +
+            `${idle.d.rssMb.toFixed(1)} MB idle (peak ${idle.d.hwmMb.toFixed(1)} MB); bare node + WebSocket ` +
+            `${startup.b.rssMb.toFixed(1)} / ${idle.b.rssMb.toFixed(1)} MB`,
         );
+        if (i === opts.idleRuns - 1 && opts.hold > 0) {
+          await floor.stop();
+          const started = Date.now();
+          held = await hold(cp, opts.hold, opts.smallDir);
+          holdMs = Date.now() - started;
+          const t1 = Date.now();
+          await sleep(Math.max(0, t1 + opts.startupMs - Date.now()));
+          const first = await sample(daemon.pid);
+          await sleep(Math.max(0, t1 + opts.idleMs - Date.now()));
+          holding = { startup: first, idle: await sample(daemon.pid) };
+          opts.log(
+            `memory: holding ${held} environments ${holding.idle.rssMb.toFixed(1)} MB ` +
+              `(${first.rssMb.toFixed(1)} MB right after; peak ${holding.idle.hwmMb.toFixed(1)} MB; ` +
+              `deploy + snapshot + ${held - 1} forks took ${holdMs} ms)`,
+          );
+        }
+      } finally {
+        await Promise.all([daemon.stop(), floor.stop()]);
       }
-    } finally {
-      problems.push(...(await child.close()));
     }
+  } finally {
+    await cp.close();
+    await floorCp.close();
   }
+  const m = (f: (r: MemoryResult["runs"][number]) => number) => median(runs.map(f));
   return {
+    nodeOptions,
+    startupMs: opts.startupMs,
+    idleMs: opts.idleMs,
     idleRuns: opts.idleRuns,
     held,
-    nodeRssMb,
-    denvIdleRssMb,
-    denvIdleHwmMb,
-    denvHoldingRssMb: holding.rss,
-    denvHoldingHwmMb: holding.hwm,
     holdMs,
-    openMs,
+    runs,
+    holding,
     medians: {
-      nodeRssMb: median(nodeRssMb),
-      denvIdleRssMb: median(denvIdleRssMb),
-      denvHoldingRssMb: holding.rss,
+      baselineStartupMb: m((r) => r.baseline.startup.rssMb),
+      baselineIdleMb: m((r) => r.baseline.idle.rssMb),
+      denvdStartupMb: m((r) => r.denvd.startup.rssMb),
+      denvdIdleMb: m((r) => r.denvd.idle.rssMb),
+      denvdIdleHwmMb: m((r) => r.denvd.idle.hwmMb),
+      holdingMb: holding?.idle.rssMb ?? Number.NaN,
+      holdingStartupMb: holding?.startup.rssMb ?? Number.NaN,
+      holdingHwmMb: holding?.idle.hwmMb ?? Number.NaN,
     },
-    problems,
   };
 }
