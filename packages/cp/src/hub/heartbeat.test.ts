@@ -148,6 +148,9 @@ describe("a heartbeat storm", () => {
       });
       await new Promise((r) => ws.once("open", r));
       send(hello(id));
+      // As a host does: a heartbeat every period (the hub cuts a host silent for 3 of them).
+      const beat = setInterval(() => send({ type: "heartbeat", ts: Date.now() }), 50);
+      ws.once("close", () => clearInterval(beat));
       clients.push(ws);
     }
     await waitFor(async () => (await raw.listHosts()).every((h) => h.status === "online"));
@@ -184,5 +187,57 @@ describe("a heartbeat storm", () => {
     await waitFor(() => calls.get("updateHost") === 1);
     counting = false;
     expect(Object.fromEntries(calls)).toEqual({ getHost: 1, updateHost: 1 });
+  });
+});
+
+describe("a host reconnecting while its last connection is being marked offline", () => {
+  it("says hello only once the offline is written: the host ends online", async () => {
+    const calls: string[] = [];
+    let release!: () => void;
+    const released = new Promise<void>((r) => {
+      release = r;
+    });
+    const hub = new HostHub({
+      log: quiet,
+      lifecycle: {
+        online: async () => {
+          calls.push("online");
+        },
+        // A slow write: the connection dropped, and its offline is still being recorded.
+        offline: async () => {
+          calls.push("offline started");
+          await released;
+          calls.push("offline written");
+        },
+      },
+    });
+    const server = new WebSocketServer({ host: "127.0.0.1", port: 0 });
+    server.on("connection", (socket) => hub.accept(socket, "h"));
+    await new Promise((r) => server.once("listening", r));
+    const { port } = server.address() as { port: number };
+    const connect = async () => {
+      const ws = new WebSocket(`ws://127.0.0.1:${port}/`);
+      await new Promise((r) => ws.once("open", r));
+      ws.send(JSON.stringify({ v: PROTOCOL_VERSION, ...hello("h") }));
+      return ws;
+    };
+    try {
+      const first = await connect();
+      await waitFor(() => calls.length === 1);
+      first.terminate();
+      await waitFor(() => calls.includes("offline started"));
+      const second = await connect();
+      // The new connection's hello waits for the offline before it.
+      await new Promise((r) => setTimeout(r, 100));
+      expect(calls).toEqual(["online", "offline started"]);
+      release();
+      await waitFor(() => calls.length === 4);
+      expect(calls).toEqual(["online", "offline started", "offline written", "online"]);
+      expect(hub.isOnline("h")).toBe(true);
+      second.terminate();
+    } finally {
+      await hub.close();
+      await new Promise((r) => server.close(r));
+    }
   });
 });

@@ -122,6 +122,8 @@ export class HostHub {
    * that 1,000 hosts cost 50 small sends every 250 ms instead of one 1,000-send stall. */
   private static readonly BEAT_SLICES = 20;
   private sessions = new Map<string, HostSession>();
+  /** Per host, the lifecycle call (online, offline) running now: the next one waits for it. */
+  private lifecycleCalls = new Map<string, Promise<void>>();
   private pending = new Map<string, { p: Pending; promise: Promise<unknown> }>();
   private heartbeatTimer: NodeJS.Timeout;
   private beatTick = 0;
@@ -280,7 +282,7 @@ export class HostHub {
     const previous = this.sessions.get(session.hostId);
     this.sessions.set(session.hostId, session);
     previous?.close("replaced by a newer connection of the same host");
-    await this.options.lifecycle.online(session.hostId, hello);
+    await this.inTurn(session.hostId, () => this.options.lifecycle.online(session.hostId, hello));
     if (!session.isOpen) return;
     // Everything still waiting for this host goes (again): the host's journal answers a known
     // id with its recorded result, or keeps running it, and never runs it twice.
@@ -364,12 +366,30 @@ export class HostHub {
     if (this.sessions.get(session.hostId) !== session) return;
     this.sessions.delete(session.hostId);
     if (this.closing) return;
-    this.options.lifecycle.offline(session.hostId, reason).catch((err: unknown) => {
-      this.options.log.error("marking a host offline failed", {
-        host: session.hostId,
-        error: errorMessage(err),
-      });
-    });
+    this.inTurn(session.hostId, () => this.options.lifecycle.offline(session.hostId, reason)).catch(
+      (err: unknown) => {
+        this.options.log.error("marking a host offline failed", {
+          host: session.hostId,
+          error: errorMessage(err),
+        });
+      },
+    );
+  }
+
+  /**
+   * Runs a host's lifecycle calls one after the other, in the order the hub saw its connections
+   * come and go: both read the host's row and write it back, so the offline of a connection that
+   * dropped, still writing when the host's next connection says hello, would otherwise land last
+   * and leave a connected host offline.
+   */
+  private inTurn(hostId: string, call: () => Promise<void>): Promise<void> {
+    const next = (this.lifecycleCalls.get(hostId) ?? Promise.resolve()).then(call, call);
+    this.lifecycleCalls.set(hostId, next);
+    const forget = () => {
+      if (this.lifecycleCalls.get(hostId) === next) this.lifecycleCalls.delete(hostId);
+    };
+    next.then(forget, forget);
+    return next;
   }
 
   /** One slice of the heartbeat period: the hosts whose id falls in it. */
