@@ -35,7 +35,10 @@ export function canSee(p: Principal, project: string): boolean {
   return p.project === undefined || p.project === project;
 }
 
-/** Throws the resource's own 404 when the principal may not see `project`. */
-export function assertScope(p: Principal, project: string, notFound: DenvError): void {
-  if (!canSee(p, project)) throw notFound;
+/**
+ * Throws the resource's own 404 when the principal may not see `project`. The error is made only
+ * then: an Error captures a stack, and every read of a resource asks this.
+ */
+export function assertScope(p: Principal, project: string, notFound: () => DenvError): void {
+  if (!canSee(p, project)) throw notFound();
 }

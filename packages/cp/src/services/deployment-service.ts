@@ -157,7 +157,7 @@ export class DeploymentService {
   async require(p: Principal, id: string): Promise<DeploymentRecord> {
     const d = await this.store.getDeployment(id);
     if (!d) throw NotFound.deployment(id);
-    assertScope(p, d.project, NotFound.deployment(id));
+    assertScope(p, d.project, () => NotFound.deployment(id));
     return d;
   }
 
@@ -218,7 +218,7 @@ export class DeploymentService {
 
   async requireEnvironment(p: Principal, project: string, env: string): Promise<EnvironmentRecord> {
     const id = `${project}/${env}`;
-    assertScope(p, project, NotFound.environment(id));
+    assertScope(p, project, () => NotFound.environment(id));
     const e = await this.store.getEnvironment(id);
     if (!e) throw NotFound.environment(id);
     return e;

@@ -39,7 +39,7 @@ export class EnvironmentService {
 
   async require(p: Principal, project: string, env: string): Promise<EnvironmentRecord> {
     const id = `${project}/${env}`;
-    assertScope(p, project, NotFound.environment(id));
+    assertScope(p, project, () => NotFound.environment(id));
     const e = await this.store.getEnvironment(id);
     if (!e) throw NotFound.environment(id);
     return e;

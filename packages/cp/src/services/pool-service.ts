@@ -118,7 +118,7 @@ export class PoolService {
   }
 
   async show(p: Principal, project: string): Promise<Pool> {
-    assertScope(p, project, NotFound.project(project));
+    assertScope(p, project, () => NotFound.project(project));
     if (!(await this.store.getProject(project))) throw NotFound.project(project);
     return this.present(project);
   }

@@ -30,7 +30,7 @@ export class ProjectService {
 
   /** The project, if the principal may see it; the same 404 otherwise. */
   async require(p: Principal, name: string): Promise<ProjectRecord> {
-    assertScope(p, name, NotFound.project(name));
+    assertScope(p, name, () => NotFound.project(name));
     const project = await this.store.getProject(name);
     if (!project) throw NotFound.project(name);
     return project;

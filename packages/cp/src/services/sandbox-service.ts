@@ -164,7 +164,7 @@ export class SandboxService {
 
   async delete(p: Principal, project: string, env: string): Promise<void> {
     const id = `${project}/${env}`;
-    assertScope(p, project, NotFound.sandbox(id));
+    assertScope(p, project, () => NotFound.sandbox(id));
     const e = await this.store.getEnvironment(id);
     if (!e?.sandbox) throw NotFound.sandbox(id);
     const d = await this.deployments.change(p, project, env, "destroy");

@@ -27,7 +27,7 @@ export class VersionService {
   ) {}
 
   async list(p: Principal, project: string): Promise<Version[]> {
-    assertScope(p, project, NotFound.project(project));
+    assertScope(p, project, () => NotFound.project(project));
     if (!(await this.store.getProject(project))) throw NotFound.project(project);
     const versions = await this.store.listVersions(project);
     return Promise.all(versions.map(async (v) => presentVersion(v, await this.store.listReplicas(v.id))));
@@ -73,7 +73,7 @@ export class VersionService {
 
   private async require(p: Principal, project: string, number: number): Promise<VersionRecord> {
     const id = `${project}@v${number}`;
-    assertScope(p, project, NotFound.version(id));
+    assertScope(p, project, () => NotFound.version(id));
     const v = await this.store.getVersion(project, number);
     if (!v) throw NotFound.version(id);
     return v;
