@@ -8,13 +8,18 @@ import { median } from "../../runtime/dist/stats.js";
 
 /**
  * denv-cp as a child process (packages/cp/dist/main.js, the real binary) on a free loopback port
- * with a temporary data dir (SQLite), so its resident memory is its own: VmRSS of its pid.
+ * with a temporary data dir (its store SQLite there, or the PostgreSQL database given), so its
+ * resident memory is its own: VmRSS of its pid.
  */
 export interface CpProcess {
   url: string;
   adminToken: string;
   pid: number;
   dataDir: string;
+  /** --database-url when it is not the data dir's SQLite file. */
+  databaseUrl: string | undefined;
+  /** Where it writes a V8 CPU profile when it exits (node --cpu-prof), when asked. */
+  cpuProfDir: string | undefined;
   /** Its log (JSON lines, level warn) in the data dir. */
   logFile: string;
   /** Median VmRSS of `samples` readings `everyMs` apart, plus the peak (VmHWM), in bytes. */
@@ -26,18 +31,37 @@ export interface CpProcess {
   stop(opts?: { keepData?: boolean }): Promise<void>;
 }
 
+export interface CpOptions {
+  /** PostgreSQL (an empty database) instead of SQLite in the data dir. */
+  databaseUrl?: string;
+  /** Profile its CPU (node --cpu-prof) into this directory; the profile is written when it exits. */
+  cpuProfDir?: string;
+}
+
 /**
- * Starts denv-cp; `from` restarts on the data dir and the address of a cp stopped with
- * `keepData` (its hosts reconnect to the same URL).
+ * Starts denv-cp; `from` restarts on the data dir, the database and the address of a cp stopped
+ * with `keepData` (its hosts reconnect to the same URL).
  */
-export async function startCp(repoRoot: string, from?: CpProcess): Promise<CpProcess> {
+export async function startCp(repoRoot: string, o: CpOptions, from?: CpProcess): Promise<CpProcess> {
   const dataDir = from?.dataDir ?? (await mkdtemp(join(tmpdir(), "denv-bench-cp-")));
+  const databaseUrl = from ? from.databaseUrl : o.databaseUrl;
+  const cpuProfDir = from ? from.cpuProfDir : o.cpuProfDir;
   const logFile = join(dataDir, "cp.log");
   const main = join(repoRoot, "packages", "cp", "dist", "main.js");
   const listen = from ? new URL(from.url).host : "127.0.0.1:0";
   const child: ChildProcess = spawn(
     process.execPath,
-    [main, "--listen", listen, "--data-dir", dataDir, "--log-level", "warn"],
+    [
+      ...(cpuProfDir ? ["--cpu-prof", "--cpu-prof-dir", cpuProfDir] : []),
+      main,
+      "--listen",
+      listen,
+      "--data-dir",
+      dataDir,
+      "--log-level",
+      "warn",
+      ...(databaseUrl ? ["--database-url", databaseUrl] : []),
+    ],
     { stdio: ["ignore", "pipe", "pipe"] },
   );
   const log = createWriteStream(logFile, { flags: "a" });
@@ -86,6 +110,8 @@ export async function startCp(repoRoot: string, from?: CpProcess): Promise<CpPro
       adminToken,
       pid,
       dataDir,
+      databaseUrl,
+      cpuProfDir,
       logFile,
       alive: () => !exited,
       readLog: () => readFile(logFile, "utf8").catch(() => ""),

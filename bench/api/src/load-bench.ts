@@ -1,28 +1,32 @@
 import { type ChildProcess, fork } from "node:child_process";
+import { readdir } from "node:fs/promises";
+import { loadavg } from "node:os";
 import { dirname, join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
 import { sleep } from "../../runtime/dist/host.js";
 import { median } from "../../runtime/dist/stats.js";
 import { type CpProcess, startCp } from "./cp-process.js";
+import { type LoadDatabase, loadDatabase, type StoreKind } from "./load-database.js";
 import type { WorkerReply, WorkerRequest } from "./load-worker.js";
 import { type Latency, latency, MiB, pool } from "./numbers.js";
 
 /**
  * Benchmark 3: the control plane (the real denv-cp binary, a child process with a SQLite data
- * dir) with N simulated hosts speaking the real protocol, each holding 10 environments that the
- * cp created through its own API. Then read latency under that state, and the cp's memory.
+ * dir or a PostgreSQL database) with N simulated hosts speaking the real protocol, each holding
+ * E environments (10 by default) that the cp created through its own API. Then read latency
+ * under that state, and the cp's memory.
  *
  * Setup, all through public routes (the cp has no way to hold an environment without a
  * deployment, and nothing here writes its store behind its back):
  *   1. a join token with `uses: N`; N fake hosts (packages/cp's FakeHost: the cp's own protocol
  *      client for tests) in a few worker processes join, dial the host stream and say hello;
  *   2. per host one project `load-<i>`: POST /v1/projects, then a deploy of environment e0
- *      (placement picks the online host with the fewest environments, so deploys one after the
- *      other give every host exactly one), a snapshot of e0 (version on that host) and 9 forks
- *      of it (e1..e9; a fork runs where its version is): 10 environments per host, 11
+ *      (placement picks the online host with the most room, so deploys one after the other give
+ *      every host exactly one), a snapshot of e0 (version on that host) and E-1 forks of it
+ *      (e1..; placement keeps a fork on a host holding its version): E environments and E+1
  *      deployments per host, every command answered by the fake host;
- *   3. every host reconnects: its hello now lists its 10 environments and its version, and the
+ *   3. every host reconnects: its hello now lists its environments and its version, and the
  *      cp reconciles them (a host that no longer held one would get it marked failed).
  * Measured: GET /healthz (the baseline) and a mix of read routes, in alternating blocks at a
  * fixed concurrency; the cp's VmRSS before any host joined and after the load.
@@ -36,11 +40,18 @@ export const ROUTES = [
 ] as const;
 export type RouteName = (typeof ROUTES)[number];
 export const HEALTHZ = "GET /healthz";
-export const ENVS_PER_HOST = 10;
 
 export interface LoadParams {
   repoRoot: string;
   hosts: number;
+  envsPerHost: number;
+  store: StoreKind;
+  /** An existing PostgreSQL server to create the run's database in (else a throwaway cluster). */
+  postgresUrl: string | undefined;
+  /** Profile the cp's CPU (node --cpu-prof) into this directory. */
+  cpuProfDir: string | undefined;
+  /** Names the run's PostgreSQL database. */
+  runId: string;
   workers: number;
   /** Measured requests of the read mix (the routes in turn). */
   requests: number;
@@ -57,6 +68,9 @@ export interface LoadParams {
 
 export interface LoadResult {
   hosts: number;
+  envsPerHost: number;
+  store: StoreKind;
+  database: string;
   workers: number;
   environments: number;
   deployments: number;
@@ -73,6 +87,13 @@ export interface LoadResult {
     reconnect: number;
   };
   requests: { concurrency: number; mix: number; healthz: number; errors: number; errorSamples: string[] };
+  /** The machine's 1-minute load average before and after the measured requests (other work on it). */
+  loadAverage: { before: number; after: number };
+  /**
+   * When the measured requests (mix, healthz, each route alone) ran, in µs of the monotonic
+   * clock, which the cp's --cpu-prof timestamps use too: cut its profile to this window.
+   */
+  measuredUs: { from: number; to: number };
   latency: { healthz: Latency; mix: Latency; routes: Record<RouteName, Latency> };
   /** One request at a time, routes in turn: what each request costs the cp on its own. */
   isolated: Record<RouteName | typeof HEALTHZ, Latency>;
@@ -81,6 +102,8 @@ export interface LoadResult {
   memory: {
     emptyRssMb: number;
     loadedRssMb: number;
+    /** The cp's own process.memoryUsage() then (its GET /metrics), in MB: where the RSS is. */
+    loadedHeap: Record<string, number>;
     peakRssMb: number;
     /** A new cp process on the same data dir, once every host reconnected (no request yet). */
     restartedIdleRssMb: number;
@@ -90,6 +113,8 @@ export interface LoadResult {
     restartedOnlineMs: number;
   };
   cpLog: { lines: number; warnings: number; errors: number; sample: string[] };
+  /** The CPU profiles the cp processes wrote (--cpu-prof). */
+  cpuProfiles: string[];
 }
 
 interface Reply {
@@ -127,6 +152,21 @@ function client(url: string, token: string) {
     return JSON.parse(r.text) as T;
   };
   return { call, deployment, json };
+}
+
+/** CLOCK_MONOTONIC in µs, the clock of V8's CPU profile timestamps in every process. */
+function monotonicUs(): number {
+  return Number(process.hrtime.bigint() / 1000n);
+}
+
+/** process.memoryUsage() of the cp, from its GET /metrics (denv_process_memory_bytes), in MB. */
+async function processMemory(api: ReturnType<typeof client>): Promise<Record<string, number>> {
+  const text = (await api.call("GET", "/metrics")).text;
+  const out: Record<string, number> = {};
+  for (const m of text.matchAll(/^denv_process_memory_bytes\{kind="(\w+)"\} (\d+)$/gm)) {
+    out[m[1] as string] = Math.round(Number(m[2]) / MiB);
+  }
+  return out;
 }
 
 interface Worker {
@@ -170,20 +210,26 @@ async function stopWorkers(workers: Worker[]): Promise<void> {
   );
 }
 
-interface HostsBody {
+interface HostsPage {
   hosts: Array<{ id: string; status: string; environments: number }>;
+  next?: string;
 }
 
 export async function loadBench(p: LoadParams): Promise<LoadResult> {
   const n = p.hosts;
+  const E = p.envsPerHost;
   const here = dirname(fileURLToPath(import.meta.url));
   let cp: CpProcess | undefined;
+  let db: LoadDatabase | undefined;
   const workers: Worker[] = [];
+  const profiles: string[] = [];
+  const before = new Set(p.cpuProfDir ? await readdir(p.cpuProfDir).catch(() => []) : []);
   try {
-    cp = await startCp(p.repoRoot);
+    db = await loadDatabase(p.store, `denv_bench_${p.runId}_${n}`, p.postgresUrl);
+    cp = await startCp(p.repoRoot, { databaseUrl: db.url, cpuProfDir: p.cpuProfDir });
     const url = cp.url;
     const api = client(url, cp.adminToken);
-    p.log(`cp (pid ${cp.pid}) at ${cp.url}; ${n} hosts, ${n * ENVS_PER_HOST} environments to create`);
+    p.log(`cp (pid ${cp.pid}) at ${cp.url} on ${db.describe}; ${n} hosts, ${n * E} environments to create`);
     await sleep(1000);
     const empty = await cp.rss();
 
@@ -207,8 +253,18 @@ export async function loadBench(p: LoadParams): Promise<LoadResult> {
       ),
     );
     const joinMs = performance.now() - t0;
-    const onlineCount = async () =>
-      (await api.json<HostsBody>("/v1/hosts")).hosts.filter((h) => h.status === "online").length;
+    /** Every host, page by page (GET /v1/hosts answers at most 1,000 at a time). */
+    const allHosts = async (a = api) => {
+      const out: HostsPage["hosts"] = [];
+      let after: string | undefined;
+      do {
+        const page = await a.json<HostsPage>(`/v1/hosts?limit=1000${after ? `&after=${after}` : ""}`);
+        out.push(...page.hosts);
+        after = page.next;
+      } while (after !== undefined);
+      return out;
+    };
+    const onlineCount = async (a = api) => (await allHosts(a)).filter((h) => h.status === "online").length;
     const untilOnline = async (what: string) => {
       const deadline = Date.now() + 180_000;
       for (;;) {
@@ -258,7 +314,7 @@ export async function loadBench(p: LoadParams): Promise<LoadResult> {
     const snapshotsMs = performance.now() - t;
     t = performance.now();
     const forks = names.flatMap((name, i) =>
-      Array.from({ length: ENVS_PER_HOST - 1 }, (_, k) => ({
+      Array.from({ length: E - 1 }, (_, k) => ({
         name,
         version: versions[i] as string,
         env: `e${k + 1}`,
@@ -275,7 +331,7 @@ export async function loadBench(p: LoadParams): Promise<LoadResult> {
     });
     const forksMs = performance.now() - t;
     p.log(
-      `created ${n * ENVS_PER_HOST} environments: deploys ${deploysMs.toFixed(0)} ms (median ${median(deployMs).toFixed(1)} ms each), ` +
+      `created ${n * E} environments: deploys ${deploysMs.toFixed(0)} ms (median ${median(deployMs).toFixed(1)} ms each), ` +
         `snapshots ${snapshotsMs.toFixed(0)} ms, forks ${forksMs.toFixed(0)} ms`,
     );
 
@@ -286,18 +342,18 @@ export async function loadBench(p: LoadParams): Promise<LoadResult> {
     await untilOnline("reconnect");
     const reconnectMs = performance.now() - t;
     const heldEnvs = held.reduce((s, r) => s + (r.type === "reconnected" ? r.environments : 0), 0);
-    const hostsBody = await api.json<HostsBody>("/v1/hosts");
-    const counts = hostsBody.hosts.map((h) => h.environments);
+    const everyHost = await allHosts();
+    const counts = everyHost.map((h) => h.environments);
     const perHost = { min: Math.min(...counts), max: Math.max(...counts) };
     const environments = counts.reduce((a, b) => a + b, 0);
-    const afterSetup = hostsBody.hosts.filter((h) => h.status === "online").length;
+    const afterSetup = everyHost.filter((h) => h.status === "online").length;
     p.log(
       `all ${n} hosts reconnected (hello with ${heldEnvs} environments) in ${reconnectMs.toFixed(0)} ms; ` +
         `the cp counts ${environments} environments, ${perHost.min}..${perHost.max} per host`,
     );
-    if (heldEnvs !== n * ENVS_PER_HOST || environments !== n * ENVS_PER_HOST) {
+    if (heldEnvs !== n * E || environments !== n * E) {
       throw new Error(
-        `expected ${n * ENVS_PER_HOST} environments, hosts hold ${heldEnvs}, the cp counts ${environments}`,
+        `expected ${n * E} environments, hosts hold ${heldEnvs}, the cp counts ${environments}`,
       );
     }
 
@@ -313,11 +369,12 @@ export async function loadBench(p: LoadParams): Promise<LoadResult> {
       const project = pick(names);
       switch (route) {
         case "GET /v1/hosts":
-          return "/v1/hosts";
+          // A page (the default 100 hosts) after a random host: where a client walking the list is.
+          return `/v1/hosts?after=${project}`;
         case "GET /v1/projects/:p/environments":
           return `/v1/projects/${project}/environments`;
         case "GET /v1/environments/:p/:e":
-          return `/v1/environments/${project}/e${Math.floor(Math.random() * ENVS_PER_HOST)}`;
+          return `/v1/environments/${project}/e${Math.floor(Math.random() * E)}`;
         case "GET /v1/deployments/:id":
           return `/v1/deployments/${pick(deploymentIds)}`;
         default:
@@ -348,6 +405,8 @@ export async function loadBench(p: LoadParams): Promise<LoadResult> {
       );
     };
     const mixRoute = (i: number) => ROUTES[i % ROUTES.length] as RouteName;
+    const loadBefore = loadavg()[0] ?? 0;
+    const measuredFrom = monotonicUs();
     p.check();
     await block(Math.min(100, p.requests), mixRoute, false);
     await block(Math.min(100, p.healthz), () => HEALTHZ, false);
@@ -358,6 +417,7 @@ export async function loadBench(p: LoadParams): Promise<LoadResult> {
       await block(Math.round(p.healthz / p.rounds), () => HEALTHZ, true);
       await block(Math.round(p.requests / p.rounds), mixRoute, true);
     }
+    const loadAfter = loadavg()[0] ?? 0;
     const mixAll = ROUTES.flatMap((r) => samples.routes[r]);
     const lat = {
       healthz: latency(samples.healthz),
@@ -396,9 +456,11 @@ export async function loadBench(p: LoadParams): Promise<LoadResult> {
           .join(", "),
     );
 
+    const measuredTo = monotonicUs();
     // 6. Memory, with the hosts still connected.
     await sleep(2000);
     const loaded = await cp.rss();
+    const heap = await processMemory(api);
     const afterLoad = await onlineCount();
     const logText = await cp.readLog();
 
@@ -406,7 +468,7 @@ export async function loadBench(p: LoadParams): Promise<LoadResult> {
     // block of reads, then its memory (no garbage of the 11 deployments per host made above).
     p.check();
     await cp.stop({ keepData: true });
-    cp = await startCp(p.repoRoot, cp);
+    cp = await startCp(p.repoRoot, {}, cp);
     const api2 = client(cp.url, cp.adminToken);
     t = performance.now();
     await Promise.all(workers.map((w) => w.ask({ type: "reconnect", concurrency: 8 })));
@@ -434,6 +496,9 @@ export async function loadBench(p: LoadParams): Promise<LoadResult> {
     const unexpected = lines.filter((l) => !/host offline|host online/.test(l));
     return {
       hosts: n,
+      envsPerHost: E,
+      store: p.store,
+      database: db.describe,
       workers: nw,
       environments,
       deployments: deploymentIds.length,
@@ -449,6 +514,8 @@ export async function loadBench(p: LoadParams): Promise<LoadResult> {
         forks: forksMs,
         reconnect: reconnectMs,
       },
+      loadAverage: { before: loadBefore, after: loadAfter },
+      measuredUs: { from: measuredFrom, to: measuredTo },
       requests: {
         concurrency: p.concurrency,
         mix: mixAll.length,
@@ -462,6 +529,7 @@ export async function loadBench(p: LoadParams): Promise<LoadResult> {
       memory: {
         emptyRssMb: empty.rss / MiB,
         loadedRssMb: loaded.rss / MiB,
+        loadedHeap: heap,
         peakRssMb: loaded.hwm / MiB,
         restartedIdleRssMb: restartedIdle.rss / MiB,
         restartedRssMb: restarted.rss / MiB,
@@ -474,9 +542,17 @@ export async function loadBench(p: LoadParams): Promise<LoadResult> {
         errors: lines.filter((l) => levelOf(l) === "error").length,
         sample: unexpected.slice(0, 5),
       },
+      // Filled in below, once the cp exited and wrote them.
+      cpuProfiles: profiles,
     };
   } finally {
     await stopWorkers(workers);
     await cp?.stop();
+    await db?.close();
+    if (p.cpuProfDir) {
+      for (const f of await readdir(p.cpuProfDir).catch(() => [])) {
+        if (f.endsWith(".cpuprofile") && !before.has(f)) profiles.push(join(p.cpuProfDir, f));
+      }
+    }
   }
 }

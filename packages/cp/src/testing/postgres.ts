@@ -13,7 +13,10 @@ import { dirname, join } from "node:path";
  */
 
 export interface PostgresServer {
+  /** Over TCP on 127.0.0.1. */
   url: string;
+  /** The same server over its Unix socket (no loopback TCP stack on either side of a query). */
+  socketUrl: string;
   stop(): Promise<void>;
 }
 
@@ -119,6 +122,7 @@ export async function startPostgres(): Promise<PostgresServer> {
   );
   return {
     url: `postgres://denv@127.0.0.1:${port}/postgres`,
+    socketUrl: `postgres://denv@/postgres?host=${encodeURIComponent(dir)}&port=${port}`,
     stop: async () => {
       await run(join(bin, "pg_ctl"), ["-D", data, "-m", "fast", "-w", "stop"], user).catch(() => undefined);
       await rm(dir, { recursive: true, force: true });
