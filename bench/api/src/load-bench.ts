@@ -266,12 +266,15 @@ export async function loadBench(p: LoadParams): Promise<LoadResult> {
     };
     const onlineCount = async (a = api) => (await allHosts(a)).filter((h) => h.status === "online").length;
     const untilOnline = async (what: string) => {
-      const deadline = Date.now() + 180_000;
+      // 3 minutes, and 20 ms more per host: 10,000 hellos, each reconciled, take a while.
+      const waitMs = 180_000 + 20 * n;
+      const deadline = Date.now() + waitMs;
       for (;;) {
         p.check();
         const online = await onlineCount();
         if (online === n) return;
-        if (Date.now() > deadline) throw new Error(`${what}: ${online} of ${n} hosts online after 180 s`);
+        if (Date.now() > deadline)
+          throw new Error(`${what}: ${online} of ${n} hosts online after ${waitMs / 1000} s`);
         await sleep(500);
       }
     };
