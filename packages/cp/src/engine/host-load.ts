@@ -2,7 +2,7 @@ import type { Reservation } from "@denv/spec";
 import type { EnvironmentRecord } from "../store/records.js";
 import type { Store } from "../store/store.js";
 import type { EnvironmentChange } from "../store/watched-store.js";
-import { HOLDING, reservationOf } from "./placement.js";
+import { HOLDING, reservationOf } from "./reservations.js";
 
 /** One host's load: how many environments are on it, and what the holding ones reserve. */
 export interface Load {

@@ -6,13 +6,16 @@ import {
   PLACEMENT_CANDIDATES_LISTED,
   PlacementEvidence,
   PlacementMessages,
-  Reservation,
+  type Reservation,
 } from "@denv/spec";
 import { SETTINGS } from "../config.js";
 import type { HostHub } from "../hub/hub.js";
 import type { EnvironmentRecord, HostRecord, VersionRecord } from "../store/records.js";
 import type { Store } from "../store/store.js";
 import type { HostLoad } from "./host-load.js";
+import { reservationOf } from "./reservations.js";
+
+export { HOLDING, reservationOf } from "./reservations.js";
 
 /**
  * Placement: which host a new environment goes to, and why (docs/reference/targets.md#placement
@@ -356,36 +359,11 @@ function round(n: number, digits: number): number {
   return Math.round(n * f) / f;
 }
 
-const DEFAULT_RESERVATION: Reservation = {
-  memory_bytes: DefaultCaps.memoryBytes,
-  cpus: DefaultCaps.cpus,
-  pids: DefaultCaps.pids,
-};
-
-/**
- * What an environment reserves: the caps its host reported (evidence.caps), else the default
- * caps of each of its services (a host that does not report them yet, or an environment not
- * started yet: one service's).
- */
-export function reservationOf(e: EnvironmentRecord | undefined): Reservation {
-  const caps = Reservation.safeParse(e?.evidence?.caps);
-  if (caps.success) return caps.data;
-  const n = Math.max(1, e?.services.length ?? 0);
-  return {
-    memory_bytes: DEFAULT_RESERVATION.memory_bytes * n,
-    cpus: DEFAULT_RESERVATION.cpus * n,
-    pids: DEFAULT_RESERVATION.pids * n,
-  };
-}
-
 const add = (a: Reservation, b: Reservation): Reservation => ({
   memory_bytes: a.memory_bytes + b.memory_bytes,
   cpus: a.cpus + b.cpus,
   pids: a.pids + b.pids,
 });
-
-/** Statuses whose environments hold their caps on a host (a stopped one may start again). */
-export const HOLDING: ReadonlySet<string> = new Set(["pending", "running", "stopped"]);
 
 /**
  * Places deployments one at a time (so two never count the same room), against what the store
