@@ -1,6 +1,5 @@
 import {
   ControlPlaneMessages,
-  DefaultCaps,
   DenvError,
   HostMessages,
   PLACEMENT_CANDIDATES_LISTED,
@@ -10,7 +9,7 @@ import {
 } from "@denv/spec";
 import { SETTINGS } from "../config.js";
 import type { HostHub } from "../hub/hub.js";
-import type { EnvironmentRecord, HostRecord, VersionRecord } from "../store/records.js";
+import type { HostRecord, VersionRecord } from "../store/records.js";
 import type { Store } from "../store/store.js";
 import type { HostLoad } from "./host-load.js";
 import { reservationOf } from "./reservations.js";
