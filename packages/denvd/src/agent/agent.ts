@@ -73,7 +73,7 @@ export class Agent {
   private results = new RecentResults();
 
   constructor(private readonly o: AgentOptions) {
-    this.streams = new StreamRegistry((f) => this.transport(f));
+    this.streams = new StreamRegistry((f, sent) => this.transport(f, sent));
   }
 
   /** A socket opened: hello goes first, then results that waited for a connection. */

@@ -54,8 +54,11 @@ export function streamUrl(base: string): string {
 }
 
 export interface ConnectionHandlers {
-  /** The socket is open: send hello. `send` writes to this socket only (false once it closed). */
-  onOpen(send: (frame: RawFrame) => boolean): void;
+  /**
+   * The socket is open: send hello. `send` writes to this socket only (false once it closed);
+   * `sent` is called once the frame was written out (or could not be).
+   */
+  onOpen(send: (frame: RawFrame, sent?: () => void) => boolean): void;
   /** A frame from the control plane; a data frame's bytes are decoded (from base64 or binary). */
   onFrame(frame: RawFrame): void;
   /** The socket closed (it will be dialled again unless stopped). */
@@ -155,7 +158,7 @@ export class Connection {
       this.lastHeard = Date.now();
       this.o.log("connected", { url });
       this.beat = setInterval(() => this.heartbeat(), this.heartbeatMs);
-      this.o.handlers.onOpen((frame) => sendOn(ws, frame, peer));
+      this.o.handlers.onOpen((frame, sent) => sendOn(ws, frame, peer, sent));
     });
     ws.on("message", (data, isBinary) => {
       this.lastHeard = Date.now();
@@ -224,15 +227,24 @@ export class Connection {
   }
 }
 
-function sendOn(ws: WebSocket, frame: RawFrame, peer: Peer = { binaryData: false }): boolean {
-  if (ws.readyState !== WebSocket.OPEN) return false;
+function sendOn(
+  ws: WebSocket,
+  frame: RawFrame,
+  peer: Peer = { binaryData: false },
+  sent?: () => void,
+): boolean {
+  if (ws.readyState !== WebSocket.OPEN) {
+    sent?.();
+    return false;
+  }
+  const done = sent ? () => sent() : undefined;
   if (frame.type !== "data") {
-    ws.send(JSON.stringify(frame));
+    ws.send(JSON.stringify(frame), done);
     return true;
   }
   const header = peer.binaryData ? encodeBinaryHeader(frame) : undefined;
-  if (header) sendFragments(ws, header, frame.data);
-  else ws.send(JSON.stringify({ ...frame, data: base64(frame.data) }));
+  if (header) sendFragments(ws, header, frame.data, done);
+  else ws.send(JSON.stringify({ ...frame, data: base64(frame.data) }), done);
   return true;
 }
 
@@ -240,9 +252,9 @@ function sendOn(ws: WebSocket, frame: RawFrame, peer: Peer = { binaryData: false
  * One binary message in two fragments, its header and its bytes, so that the bytes go out as
  * they are (the two sends are one message: nothing can come between them).
  */
-function sendFragments(ws: WebSocket, header: Uint8Array, bytes: Uint8Array): void {
+function sendFragments(ws: WebSocket, header: Uint8Array, bytes: Uint8Array, done?: () => void): void {
   ws.send(header, { binary: true, fin: false });
-  ws.send(bytes, { binary: true, fin: true });
+  ws.send(bytes, { binary: true, fin: true }, done);
 }
 
 /**

@@ -139,4 +139,49 @@ describe("stream flow control", () => {
       `stream s: a data frame of ${MAX_BULK_CHUNK + 1} bytes, more than ${MAX_BULK_CHUNK}`,
     );
   });
+
+  it("a bulk writer's buffer is released once no frame needs it: after its frame was sent, or once copied", async () => {
+    const frames: Array<{ frame: RawFrame; sent?: () => void }> = [];
+    const out = new OutboundStream(
+      "l",
+      (frame, sent) => frames.push({ frame, ...(sent ? { sent } : {}) }) > 0,
+    ).bulk();
+    out.grant(BULK_WINDOW);
+    const released: string[] = [];
+    // A whole frame's worth: sent as a view of the buffer, released when the frame was written.
+    out.write("file", Buffer.alloc(MAX_BULK_CHUNK, 1), () => released.push("big"));
+    expect(frames).toHaveLength(1);
+    expect(released).toEqual([]);
+    frames[0]?.sent?.();
+    expect(released).toEqual(["big"]);
+    // Small pieces of one turn are joined into one frame: copies, so released at once.
+    out.write("file", Buffer.from("a"), () => released.push("a"));
+    out.write("file", Buffer.from("b"), () => released.push("b"));
+    await new Promise((r) => setImmediate(r));
+    expect(frames).toHaveLength(2);
+    expect(frames[1]?.sent).toBeUndefined();
+    expect(released).toEqual(["big", "a", "b"]);
+    // Cut by credit into two frames: released after both were sent.
+    const tight = new OutboundStream(
+      "t",
+      (frame, sent) => frames.push({ frame, ...(sent ? { sent } : {}) }) > 0,
+    ).bulk();
+    frames.length = 0;
+    tight.write("file", Buffer.alloc(INITIAL_WINDOW + 10), () => released.push("cut"));
+    expect(frames).toHaveLength(1);
+    tight.grant(10);
+    expect(frames).toHaveLength(2);
+    frames[1]?.sent?.();
+    expect(released.at(-1)).toBe("b");
+    frames[0]?.sent?.();
+    expect(released.at(-1)).toBe("cut");
+    // A dropped stream lets go of what waited in it; what went out is released as it is written.
+    const pending: Array<() => void> = [];
+    const dropped = new OutboundStream("d", (_f, sent) => (sent ? pending.push(sent) : 0) >= 0).bulk();
+    dropped.write("file", Buffer.alloc(INITIAL_WINDOW + 1), () => released.push("dropped"));
+    dropped.drop();
+    expect(released.at(-1)).toBe("cut");
+    for (const sent of pending) sent();
+    expect(released.at(-1)).toBe("dropped");
+  });
 });

@@ -19,7 +19,12 @@ import {
  * (`bulk`); the others keep INITIAL_WINDOW and MAX_DATA_CHUNK.
  */
 
-export type SendFrame = (frame: RawFrame) => boolean;
+/**
+ * Sends a frame on the current connection (false: there is none). `sent`, when given, is called
+ * once the frame's bytes have left this process or will never leave: a writer may then reuse
+ * the buffer they were in.
+ */
+export type SendFrame = (frame: RawFrame, sent?: () => void) => boolean;
 type Channel = RawDataFrame["channel"];
 
 /** Grants smaller than this wait, so that a fast consumer does not cause a frame per read. */
@@ -149,7 +154,7 @@ export class OutboundStream extends EventEmitter {
   /** Bulk: small writes wait a turn of the event loop, to go out together in one frame. */
   private coalesce = false;
   private scheduled = false;
-  private queue: Array<{ channel: Channel; data: Buffer }> = [];
+  private queue: Array<{ channel: Channel; data: Buffer; lease?: Lease }> = [];
   private queued = 0;
   private seq = 0;
   private needDrain = false;
@@ -184,10 +189,23 @@ export class OutboundStream extends EventEmitter {
     return this;
   }
 
-  write(channel: Channel, data: Buffer): boolean {
-    if (this.closed || this.ending) return false;
-    if (data.length > 0) {
-      this.queue.push({ channel, data });
+  /** The stream is over (ended, aborted or dropped): writes are refused. */
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
+  /**
+   * Queues bytes and sends them as credit allows. `release`, when given, is called once no frame
+   * needs `data` any more (sent, copied into a frame, or dropped): the writer may reuse it.
+   */
+  write(channel: Channel, data: Buffer, release?: () => void): boolean {
+    if (this.closed || this.ending) {
+      release?.();
+      return false;
+    }
+    if (data.length === 0) release?.();
+    else {
+      this.queue.push({ channel, data, ...(release ? { lease: new Lease(release) } : {}) });
       this.queued += data.length;
       this.maxQueued = Math.max(this.maxQueued, this.queued);
       this.pump();
@@ -214,17 +232,21 @@ export class OutboundStream extends EventEmitter {
   /** Ends at once with an error: what waits for credit is dropped. */
   abort(error: string): void {
     if (this.closed) return;
-    this.queue = [];
-    this.queued = 0;
+    this.clearQueue();
     this.send({ v: PROTOCOL_VERSION, type: "end", stream: this.id, error });
     this.close();
   }
 
   /** Drops the stream without an end frame (the connection is gone). */
   drop(): void {
+    this.clearQueue();
+    this.close();
+  }
+
+  private clearQueue(): void {
+    for (const item of this.queue) item.lease?.dequeued();
     this.queue = [];
     this.queued = 0;
-    this.close();
   }
 
   /** A Writable over one channel, for pipeline() users (files, tunnels). */
@@ -249,11 +271,15 @@ export class OutboundStream extends EventEmitter {
         this.schedule();
         break;
       }
-      const { channel, data } = this.take(limit);
+      // A bulk writer's piece that fits one frame waits for the credit to send it whole, rather
+      // than go out cut, its rest to be copied into the next frame.
+      const head = (this.queue[0] as { data: Buffer }).data.length;
+      if (this.coalesce && head <= this.chunk && head > this.credit) break;
+      const { channel, data, sent } = this.take(limit);
       this.queued -= data.length;
       this.credit -= data.length;
       this.sent[channel] += data.length;
-      this.send({ v: PROTOCOL_VERSION, type: "data", stream: this.id, seq: this.seq++, channel, data });
+      this.send({ v: PROTOCOL_VERSION, type: "data", stream: this.id, seq: this.seq++, channel, data }, sent);
     }
     if (this.needDrain && this.queued < this.highWater) {
       this.needDrain = false;
@@ -270,22 +296,38 @@ export class OutboundStream extends EventEmitter {
     }
   }
 
-  /** The next frame's bytes: the head of the queue, joined with what follows on its channel. */
-  private take(limit: number): { channel: Channel; data: Buffer } {
+  /**
+   * The next frame's bytes: the head of the queue, joined with what follows on its channel. A
+   * frame of one piece is a view of the writer's buffer, held until the frame was sent; joined
+   * pieces are copies, their buffers free at once.
+   */
+  private take(limit: number): { channel: Channel; data: Buffer; sent?: () => void } {
     const head = this.queue[0] as { channel: Channel; data: Buffer };
     const { channel } = head;
-    const parts: Buffer[] = [];
+    const parts: Array<{ piece: Buffer; lease?: Lease; last: boolean }> = [];
     let n = 0;
     while (n < limit) {
       const next = this.queue[0];
       if (!next || next.channel !== channel) break;
       const piece = next.data.subarray(0, limit - n);
       next.data = next.data.subarray(piece.length);
-      if (next.data.length === 0) this.queue.shift();
-      parts.push(piece);
+      const last = next.data.length === 0;
+      if (last) this.queue.shift();
+      parts.push({ piece, ...(next.lease ? { lease: next.lease } : {}), last });
       n += piece.length;
     }
-    return { channel, data: parts.length === 1 ? (parts[0] as Buffer) : Buffer.concat(parts, n) };
+    if (parts.length === 1) {
+      const { piece, lease, last } = parts[0] as (typeof parts)[number];
+      const sent = lease?.hold();
+      if (last) lease?.dequeued();
+      return { channel, data: piece, ...(sent ? { sent } : {}) };
+    }
+    const data = Buffer.concat(
+      parts.map((p) => p.piece),
+      n,
+    );
+    for (const p of parts) if (p.last) p.lease?.dequeued();
+    return { channel, data };
   }
 
   private schedule(): void {
@@ -303,6 +345,38 @@ export class OutboundStream extends EventEmitter {
     // Writers waiting for credit must not wait forever.
     this.emit("drain");
     this.resolveDone();
+  }
+}
+
+/** A writer's buffer queued here: released once it left the queue and no frame holds it. */
+class Lease {
+  private refs = 0;
+  private queued = true;
+  private released = false;
+
+  constructor(private readonly release: () => void) {}
+
+  /** A frame holds the buffer: the returned function lets go of it. */
+  hold(): () => void {
+    this.refs++;
+    let held = true;
+    return () => {
+      if (!held) return;
+      held = false;
+      this.refs--;
+      this.settle();
+    };
+  }
+
+  dequeued(): void {
+    this.queued = false;
+    this.settle();
+  }
+
+  private settle(): void {
+    if (this.released || this.queued || this.refs > 0) return;
+    this.released = true;
+    this.release();
   }
 }
 

@@ -16,16 +16,21 @@ export async function versionSend(
   ctx: CommandContext,
 ): Promise<HandlerResult<"version.send">> {
   const { outbound } = ctx.streams.open(p.stream);
-  const out = outbound.bulk().writable("file");
-  // A stream that breaks (the connection went) fails the writer's next write, not the process.
-  out.on("error", () => undefined);
-  const writer = new RecordWriter(out);
+  outbound.bulk();
+  const closed = () => new Error(`stream ${p.stream} is closed`);
+  // Batches straight into the stream, reused once sent: no Writable in between.
+  const writer = new RecordWriter({
+    writeBatch: (bytes, release) => outbound.write("file", bytes, release),
+    drained: () =>
+      outbound.isClosed
+        ? Promise.reject(closed())
+        : new Promise((resolve, reject) =>
+            outbound.once("drain", () => (outbound.isClosed ? reject(closed()) : resolve())),
+          ),
+  });
   try {
     const { parts } = await sendVersion(ctx.runtime.host, p.version, p.resume, writer, ctx.signal);
-    await new Promise<void>((resolve, reject) => {
-      out.once("error", reject);
-      out.end(() => resolve());
-    });
+    await outbound.end();
     ctx.line(`sent ${p.version}: ${writer.bytes} bytes in ${writer.records} records`);
     return { version: p.version, bytes: writer.bytes, records: writer.records, parts };
   } catch (err) {

@@ -36,11 +36,34 @@ const MIN_DATA = 4096;
 export class RecordWriter {
   bytes = 0;
   records = 0;
-  private batch = Buffer.allocUnsafe(BATCH);
+  private batch: Buffer;
   private used = 0;
   private idle: NodeJS.Immediate | undefined;
+  /** Batches the sink let go of, for the next ones (a sink without leases: none). */
+  private free: Buffer[] = [];
 
-  constructor(private readonly out: Writable) {}
+  constructor(private readonly out: Writable | BatchSink) {
+    this.batch = this.newBatch();
+  }
+
+  private newBatch(): Buffer {
+    return this.free.pop() ?? Buffer.allocUnsafe(BATCH);
+  }
+
+  /** Writes bytes out; false: wait for `drained` before more. */
+  private put(bytes: Buffer, batch?: Buffer): boolean {
+    if (!("writeBatch" in this.out)) return this.out.write(bytes);
+    const release = batch
+      ? () => {
+          if (this.free.length < MAX_FREE) this.free.push(batch);
+        }
+      : noop;
+    return this.out.writeBatch(bytes, release);
+  }
+
+  private drained(): Promise<void> {
+    return "writeBatch" in this.out ? this.out.drained() : drained(this.out);
+  }
 
   json(type: Exclude<RecordType, typeof TransferRecordType.data>, value: unknown): Promise<void> {
     return this.record(type, Buffer.from(JSON.stringify(value)));
@@ -85,10 +108,11 @@ export class RecordWriter {
     clearImmediate(this.idle);
     this.idle = undefined;
     if (this.used === 0) return;
-    const full = this.batch.subarray(0, this.used);
-    this.batch = Buffer.allocUnsafe(BATCH);
+    const batch = this.batch;
+    const used = this.used;
+    this.batch = this.newBatch();
     this.used = 0;
-    if (!this.out.write(full)) await drained(this.out);
+    if (!this.put(batch.subarray(0, used), batch)) await this.drained();
   }
 
   private async record(type: RecordType, body: Buffer): Promise<void> {
@@ -101,9 +125,9 @@ export class RecordWriter {
       this.records++;
       this.bytes += HEADER + body.length + DIGEST;
       const ok = [head, body, createHash("sha256").update(body).digest()]
-        .map((b) => this.out.write(b))
+        .map((b) => this.put(b))
         .every(Boolean);
-      if (!ok) await drained(this.out);
+      if (!ok) await this.drained();
       return;
     }
     if (this.used + HEADER + body.length + DIGEST > BATCH) await this.flush();
@@ -141,6 +165,22 @@ export class RecordWriter {
     });
   }
 }
+
+/**
+ * Where a writer's batches go without a Writable in between: `release` is called once the sink
+ * is done with a batch (sent, or dropped), which may then be filled again, so a transfer does
+ * not allocate a new buffer per batch (V8 collects garbage for every few MB of new buffers).
+ */
+export interface BatchSink {
+  writeBatch(bytes: Buffer, release: () => void): boolean;
+  /** Resolves when the sink takes more, rejects when it broke. */
+  drained(): Promise<void>;
+}
+
+/** Batches kept for reuse: a window's worth (8 MiB) of 256 KiB batches, and a few more. */
+const MAX_FREE = 40;
+
+const noop = () => {};
 
 /** The stream took what waited (drain), or it broke (its error, at once if it broke before). */
 function drained(out: Writable): Promise<void> {
