@@ -7,7 +7,7 @@ import {
   PROTOCOL_VERSION,
   type RawDataFrame,
   type RawFrame,
-} from "@denv/spec";
+} from "@denv/spec/protocol/frames";
 
 /**
  * Data streams over the control plane socket (exec stdin/stdout/stderr, file transfer, deploy
