@@ -110,16 +110,27 @@ export function runs(pid: number, binary: string): boolean {
   }
 }
 
-/** Starts a program in the background, detached from this terminal, output appended to `log`. */
+/**
+ * The node options denvd runs with, as deploy/denvd.service starts it (a test holds the two
+ * together): its young generation capped at 1 MB, which V8 would otherwise grow to 16 MB and
+ * keep while denvd idles (packages/denvd/README.md, "Memory").
+ */
+export const DENVD_NODE_OPTIONS: readonly string[] = ["--max-semi-space-size=1"];
+
+/**
+ * Starts a program in the background, detached from this terminal, output appended to `log`;
+ * `nodeOptions` go to node before the program.
+ */
 export function startDetached(
   binary: string,
   args: string[],
   log: string,
   env: NodeJS.ProcessEnv,
+  nodeOptions: readonly string[] = [],
 ): ChildProcess {
   const fd = openSync(log, "a", 0o600);
   try {
-    const child = spawn(process.execPath, [binary, ...args], {
+    const child = spawn(process.execPath, [...nodeOptions, binary, ...args], {
       detached: true,
       stdio: ["ignore", fd, fd],
       env,

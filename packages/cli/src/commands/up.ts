@@ -8,6 +8,7 @@ import {
   alive,
   binaries,
   checkBinary,
+  DENVD_NODE_OPTIONS,
   defaultDataDir,
   readPid,
   runs,
@@ -120,6 +121,7 @@ it again while both run says so and changes nothing. --json prints
         ["run", "--state-dir", paths.denvdState, ...storeArgs],
         paths.log.denvd,
         ctx.io.env,
+        DENVD_NODE_OPTIONS,
       );
       denvdPid = child.pid ?? 0;
       writePid(paths.pid.denvd, denvdPid);

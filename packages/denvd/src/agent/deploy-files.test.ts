@@ -37,7 +37,7 @@ describe("the systemd unit", () => {
     expect(unit.Unit?.After?.[0]?.split(" ")).toContain("docker.service");
     expect(unit.Unit?.Requires).toEqual(["docker.service"]);
     expect(unit.Service).toMatchObject({
-      ExecStart: ["/usr/local/bin/denvd run"],
+      ExecStart: ["/usr/bin/env node --max-semi-space-size=1 /usr/local/bin/denvd run"],
       Restart: ["always"],
       KillMode: ["mixed"],
       Environment: ["DENVD_STATE_DIR=/var/lib/denvd"],
@@ -54,18 +54,21 @@ describe("the systemd unit", () => {
       () => false,
     );
     beforeAll(async () => {
-      // A root of its own: the system's unit files, the unit, and a stand-in for the binary
+      // A root of its own: the system's unit files, the unit, and stand-ins for the binaries
       // (verify insists that ExecStart exists), so nothing is installed on the test machine.
       root = await mkdtemp(join(tmpdir(), "denvd-unit-"));
       await mkdir(join(root, "lib/systemd"), { recursive: true });
       await mkdir(join(root, "etc/systemd/system"), { recursive: true });
       await mkdir(join(root, "usr/local/bin"), { recursive: true });
+      await mkdir(join(root, "usr/bin"), { recursive: true });
       await cp("/lib/systemd/system", join(root, "lib/systemd/system"), {
         recursive: true,
         verbatimSymlinks: true,
       });
-      await writeFile(join(root, "usr/local/bin/denvd"), "#!/bin/sh\n");
-      await chmod(join(root, "usr/local/bin/denvd"), 0o755);
+      for (const bin of ["usr/local/bin/denvd", "usr/bin/env"]) {
+        await writeFile(join(root, bin), "#!/bin/sh\n");
+        await chmod(join(root, bin), 0o755);
+      }
     });
     afterAll(async () => {
       if (root) await rm(root, { recursive: true, force: true });

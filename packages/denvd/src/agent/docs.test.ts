@@ -70,7 +70,7 @@ describe("docs/reference/denvd.md", () => {
   it("shows the unit's settings as deploy/denvd.service has them", () => {
     const unit = read("deploy/denvd.service");
     for (const line of [
-      "ExecStart=/usr/local/bin/denvd run",
+      "ExecStart=/usr/bin/env node --max-semi-space-size=1 /usr/local/bin/denvd run",
       "KillMode=mixed",
       "Restart=always",
       "After=docker.service",
