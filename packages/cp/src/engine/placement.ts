@@ -121,60 +121,66 @@ function transferCost(bytes: number, bytesPerSecond: number): number {
   return round(SCORE_WEIGHTS.transfer * Math.min(1, bytes / bytesPerSecond / TRANSFER_SECONDS_FULL_COST), 3);
 }
 
-/** Decides; throws the one-line DenvError naming what was missing when no host is left. */
+type OmittedKind = keyof NonNullable<PlacementEvidence["omitted"]>;
+type Candidate = PlacementEvidence["candidates"][number];
+
+/** One candidate as `choose` judged it; its evidence row is written only if it is listed. */
+interface Judged {
+  h: CandidateHost;
+  kind: OmittedKind;
+  /** Why it was left out (kind other than eligible). */
+  excluded?: string;
+  /** Room before this placement (hosts that got as far as the room check). */
+  free?: NonNullable<Candidate["free"]>;
+  room: number;
+  score: number;
+}
+
+/** A fork's move to a host without the version: the bytes it receives and what that costs. */
+interface Move {
+  bytes: number;
+  cost: number;
+}
+
+/**
+ * Decides; throws the one-line DenvError naming what was missing when no host is left. One pass
+ * over the candidates, which may be 10,000 hosts (the Placer runs one placement at a time), with
+ * evidence rows written only for the candidates the evidence lists.
+ */
 export function choose(c: Choice): Placement {
-  const candidates: PlacementEvidence["candidates"] = [];
-  /** Per candidate (same index): why it was left out, if it was, and whether it holds the version. */
-  const kinds: Array<{ kind: OmittedKind; local: boolean }> = [];
-  const eligible: Array<{
-    host: HostRecord;
-    environments: number;
-    local: boolean;
-    room: number;
-    score: number;
-  }> = [];
+  const judged: Judged[] = [];
   const roomMisses: Array<{ host: string; why: string; fit: number; resource: Resource }> = [];
   const wanted = Object.entries(c.labels);
   const source = c.version ? sourceOf(c) : undefined;
   if (c.version && source === undefined) throw unheld(c, c.version.id);
+  // The same for every host without the version.
+  const move: Move | undefined = c.version
+    ? { bytes: c.version.bytes, cost: transferCost(c.version.bytes, c.transferBytesPerSecond) }
+    : undefined;
+  let best: Judged | undefined;
+  let eligible = 0;
   for (const h of c.hosts) {
-    // A fork on a host without the version: what it would receive, and what that costs.
-    const moved =
-      c.version && !h.local
-        ? {
-            transfer_bytes: c.version.bytes,
-            transfer_cost: transferCost(c.version.bytes, c.transferBytesPerSecond),
-          }
-        : undefined;
-    const row: PlacementEvidence["candidates"][number] = {
-      host: h.host.id,
-      environments: h.environments,
-      ...(h.host.capacity ? { memory_bytes: h.host.capacity.memory_bytes } : {}),
-      ...(moved ? { transfer_bytes: moved.transfer_bytes } : {}),
-    };
-    const missing = wanted.find(([k, v]) => h.host.labels[k] !== v);
-    const excluded = !h.online
-      ? "offline"
-      : h.host.drainingAt !== undefined
-        ? "draining"
-        : missing
-          ? PlacementMessages.missingLabel(`${missing[0]}=${missing[1]}`)
-          : undefined;
+    let kind: OmittedKind = "eligible";
+    let excluded: string | undefined;
+    if (!h.online) [kind, excluded] = ["offline", "offline"];
+    else if (h.host.drainingAt !== undefined) [kind, excluded] = ["draining", "draining"];
+    else {
+      for (const [k, v] of wanted) {
+        if (h.host.labels[k] === v) continue;
+        [kind, excluded] = ["labels", PlacementMessages.missingLabel(`${k}=${v}`)];
+        break;
+      }
+    }
     if (excluded !== undefined) {
-      candidates.push({ ...row, excluded });
-      kinds.push({
-        kind: !h.online ? "offline" : h.host.drainingAt !== undefined ? "draining" : "labels",
-        local: h.local,
-      });
+      judged.push({ h, kind, excluded, room: 0, score: 0 });
       continue;
     }
-    const free = {
+    const free: Judged["free"] = {
       memory_bytes: (limitOf(h.host, "memory", c.overcommit) ?? 0) - h.reserved.memory_bytes,
       cpus: round((limitOf(h.host, "cpus", c.overcommit) ?? 0) - h.reserved.cpus, 3),
-      ...(h.host.capacity?.pids !== undefined
-        ? { pids: (limitOf(h.host, "pids", c.overcommit) ?? 0) - h.reserved.pids }
-        : {}),
     };
+    if (h.host.capacity?.pids !== undefined)
+      free.pids = (limitOf(h.host, "pids", c.overcommit) ?? 0) - h.reserved.pids;
     // The room left after this placement, as the smallest share of any resource's limit.
     let room = 1;
     let short: { why: string; fit: number; resource: Resource } | undefined;
@@ -191,66 +197,76 @@ export function choose(c: Choice): Placement {
       } else room = Math.min(room, limit > 0 ? (left - c.need[need]) / limit : 0);
     }
     if (short) {
-      candidates.push({ ...row, free, excluded: short.why });
-      kinds.push({ kind: "room", local: h.local });
+      judged.push({ h, kind: "room", excluded: short.why, free, room: 0, score: 0 });
       roomMisses.push({ host: h.host.id, ...short });
       continue;
     }
     const score = round(
-      SCORE_WEIGHTS.room * room + SCORE_WEIGHTS.locality * (h.local ? 1 : 0) - (moved?.transfer_cost ?? 0),
+      SCORE_WEIGHTS.room * room +
+        SCORE_WEIGHTS.locality * (h.local ? 1 : 0) -
+        (move && !h.local ? move.cost : 0),
       3,
     );
-    candidates.push({ ...row, free, local: h.local, ...moved, score });
-    kinds.push({ kind: "eligible", local: h.local });
-    eligible.push({ host: h.host, environments: h.environments, local: h.local, room, score });
+    const j: Judged = { h, kind: "eligible", free, room, score };
+    judged.push(j);
+    eligible++;
+    // The highest score; ties to fewer environments, then to the first host id (by code unit, as
+    // GET /v1/hosts orders them: ids are ASCII, and a locale's collation is slow over 10,000).
+    const d = best ? j.score - best.score || best.h.environments - h.environments : 1;
+    if (!best || d > 0 || (d === 0 && h.host.id < best.h.host.id)) best = j;
   }
-  const evidence = (host: string, reason: string, transfer?: Placement["transfer"]): Placement => ({
-    hostId: host,
+  if (!best) throw noHost(c, judged, roomMisses);
+  const chosen = best;
+  const evidence = (reason: string, transfer?: Placement["transfer"]): Placement => ({
+    hostId: chosen.h.host.id,
     reason,
     evidence: {
-      host,
+      host: chosen.h.host.id,
       reason,
       need: c.need,
       labels: c.labels,
-      ...listed(candidates, kinds, host),
+      ...listed(judged, chosen, move),
       ...(transfer ? { transfer } : {}),
     },
     ...(transfer ? { transfer } : {}),
   });
 
-  if (eligible.length === 0) throw noHost(c, candidates, roomMisses);
-  // The highest score; ties to fewer environments, then to the first host id (one pass: a
-  // target may have 10,000 hosts).
-  let best = eligible[0] as (typeof eligible)[number];
-  for (const e of eligible) {
-    const d = e.score - best.score || best.environments - e.environments;
-    if (d > 0 || (d === 0 && e.host.id.localeCompare(best.host.id) < 0)) best = e;
-  }
-  const roomLeft = `${Math.round(best.room * 100)}% of its room left after this one`;
+  const roomLeft = `${Math.round(chosen.room * 100)}% of its room left after this one`;
   if (c.version) {
-    if (best.local) return evidence(best.host.id, `holds ${c.version.id} (snapshot locality)`);
+    if (chosen.h.local) return evidence(`holds ${c.version.id} (snapshot locality)`);
     const from = source as string;
     return evidence(
-      best.host.id,
-      `highest score ${best.score}: transfer of ${c.version.id} (${bytes(c.version.bytes)}) from ${from}; ${roomLeft}`,
+      `highest score ${chosen.score}: transfer of ${c.version.id} (${bytes(c.version.bytes)}) from ${from}; ${roomLeft}`,
       { from, bytes: c.version.bytes },
     );
   }
   const online = c.hosts.filter((h) => h.online).length;
-  if (eligible.length === 1)
+  if (eligible === 1)
     return evidence(
-      best.host.id,
       online === 1
         ? "the only online host of the target"
         : "the only candidate left (see the others' reasons)",
     );
   return evidence(
-    best.host.id,
-    `highest score ${best.score}: ${best.local ? `holds ${c.newest} (its layers are local), ` : ""}${roomLeft}`,
+    `highest score ${chosen.score}: ${chosen.h.local ? `holds ${c.newest} (its layers are local), ` : ""}${roomLeft}`,
   );
 }
 
-type OmittedKind = keyof NonNullable<PlacementEvidence["omitted"]>;
+/** A judged candidate's evidence row. */
+function rowOf(j: Judged, move: Move | undefined): Candidate {
+  const h = j.h;
+  const row: Candidate = { host: h.host.id, environments: h.environments };
+  if (h.host.capacity) row.memory_bytes = h.host.capacity.memory_bytes;
+  const moved = move !== undefined && !h.local;
+  if (moved) row.transfer_bytes = move.bytes;
+  if (j.free) row.free = j.free;
+  if (j.kind === "eligible") {
+    row.local = h.local;
+    if (moved) row.transfer_cost = move.cost;
+    row.score = j.score;
+  } else row.excluded = j.excluded;
+  return row;
+}
 
 /**
  * The candidates the evidence lists: all of them up to PLACEMENT_CANDIDATES_LISTED; past that
@@ -258,26 +274,28 @@ type OmittedKind = keyof NonNullable<PlacementEvidence["omitted"]>;
  * candidates' order), listed in the candidates' order, and the others counted by why in `omitted`.
  */
 function listed(
-  all: PlacementEvidence["candidates"],
-  kinds: ReadonlyArray<{ kind: OmittedKind; local: boolean }>,
-  chosen: string,
+  judged: readonly Judged[],
+  chosen: Judged,
+  move: Move | undefined,
 ): Pick<PlacementEvidence, "candidates" | "omitted"> {
   const max = PLACEMENT_CANDIDATES_LISTED;
-  if (all.length <= max) return { candidates: all };
-  const score = (i: number) => all[i]?.score ?? 0;
+  if (judged.length <= max) return { candidates: judged.map((j) => rowOf(j, move)) };
+  const score = (i: number) => judged[i]?.score ?? 0;
+  const kind = (i: number) => (judged[i] as Judged).kind;
   // Higher score first, then the candidates' order.
   const byScore = (a: number, b: number) => score(b) - score(a) || a - b;
   const keep = new Set<number>();
   const take = (i: number) => {
     if (keep.size < max) keep.add(i);
   };
-  take(all.findIndex((x) => x.host === chosen));
-  const holders = [...kinds.keys()].filter((i) => kinds[i]?.local && !keep.has(i));
+  take(judged.indexOf(chosen));
+  const holders: number[] = [];
+  for (let i = 0; i < judged.length; i++) if (judged[i]?.h.local && !keep.has(i)) holders.push(i);
   for (const i of holders.sort(byScore)) take(i);
   // The best scores of the others: one pass keeping the top `max`.
   const top: number[] = [];
-  for (const [i, k] of kinds.entries()) {
-    if (k.kind !== "eligible" || keep.has(i)) continue;
+  for (let i = 0; i < judged.length; i++) {
+    if (kind(i) !== "eligible" || keep.has(i)) continue;
     if (top.length === max && score(i) <= score(top[max - 1] as number)) continue;
     let j = top.length;
     while (j > 0 && score(top[j - 1] as number) < score(i)) j--;
@@ -285,10 +303,11 @@ function listed(
     if (top.length > max) top.pop();
   }
   for (const i of top) take(i);
-  for (const [i, k] of kinds.entries()) if (k.kind !== "eligible") take(i);
+  for (let i = 0; i < judged.length && keep.size < max; i++) if (kind(i) !== "eligible") take(i);
   const omitted = { eligible: 0, offline: 0, draining: 0, labels: 0, room: 0 };
-  for (const [i, k] of kinds.entries()) if (!keep.has(i)) omitted[k.kind]++;
-  return { candidates: all.filter((_, i) => keep.has(i)), omitted };
+  for (let i = 0; i < judged.length; i++) if (!keep.has(i)) omitted[kind(i)]++;
+  const rows = [...keep].sort((a, b) => a - b).map((i) => rowOf(judged[i] as Judged, move));
+  return { candidates: rows, omitted };
 }
 
 /** Without an online holder nothing can restore the version, nor send it to another host. */
@@ -308,12 +327,12 @@ function unheld(c: Choice, version: string): DenvError {
 /** No host left: what stopped every one (for a fork too, once a holder is online to send it). */
 function noHost(
   c: Choice,
-  candidates: PlacementEvidence["candidates"],
+  judged: readonly Judged[],
   roomMisses: Array<{ host: string; why: string; fit: number; resource: Resource }>,
 ): DenvError {
-  const online = candidates.filter((x) => x.excluded !== "offline");
+  const online = judged.filter((x) => x.kind !== "offline");
   if (online.length === 0) return new DenvError("conflict", ControlPlaneMessages.noOnlineHost(c.target));
-  if (online.every((x) => x.excluded === "draining"))
+  if (online.every((x) => x.kind === "draining"))
     return new DenvError("conflict", HostMessages.allDraining(c.target));
   const closest = [...roomMisses].sort((a, b) => b.fit - a.fit || a.host.localeCompare(b.host))[0];
   if (!closest) {
