@@ -236,6 +236,17 @@ describe("authorization matrix", () => {
       ok: 204,
       req: (w) => ({ path: `/v1/sandboxes/shop/s-${w}` }),
     },
+    "GET /v1/pools": { access: "token", ok: 200, req: () => ({ path: "/v1/pools" }) },
+    "GET /v1/projects/{project}/pool": {
+      access: "scoped",
+      ok: 200,
+      req: () => ({ path: "/v1/projects/shop/pool" }),
+    },
+    "PUT /v1/projects/{project}/pool": {
+      access: "admin",
+      ok: 200,
+      req: () => ({ path: "/v1/projects/shop/pool", body: { size: 0 } }),
+    },
     "POST /v1/targets": {
       access: "admin",
       ok: 201,
