@@ -160,7 +160,7 @@ describe("full stack: CLI -> control plane -> denvd -> Docker", () => {
     ]);
     expect(snap.status).toBe("succeeded");
     expect(snap.result.id).toMatch(/^quickstart@v\d+$/);
-    const rb = await stack.json<{ status: string; phases: Array<{ name: string }> }>([
+    const rb = await stack.json<{ status: string; phases: Array<{ name: string; status: string }> }>([
       "env",
       "rollback",
       "quickstart/alpha",
@@ -168,7 +168,17 @@ describe("full stack: CLI -> control plane -> denvd -> Docker", () => {
       "quickstart@v1",
     ]);
     expect(rb.status).toBe("succeeded");
-    expect(rb.phases.map((p) => p.name)).toEqual(["place", "restore", "start", "health", "probe", "switch"]);
+    expect(rb.phases.map((p) => p.name)).toEqual([
+      "place",
+      "transfer",
+      "restore",
+      "start",
+      "health",
+      "probe",
+      "switch",
+    ]);
+    // One host holds every version: nothing moved.
+    expect(rb.phases.find((p) => p.name === "transfer")).toMatchObject({ status: "skipped" });
     const alpha = await stack.json<{ version: string; status: string }>(["env", "show", "quickstart/alpha"]);
     expect(alpha.version).toBe("quickstart@v1");
     expect(alpha.status).toBe("running");
