@@ -104,6 +104,9 @@ export interface LoadResult {
     loadedRssMb: number;
     /** The cp's own process.memoryUsage() then (its GET /metrics), in MB: where the RSS is. */
     loadedHeap: Record<string, number>;
+    /** The same process once its RSS stopped falling (5 s samples, at most 60 s), and how long that took. */
+    settledRssMb: number;
+    settledAfterMs: number;
     peakRssMb: number;
     /** A new cp process on the same data dir, once every host reconnected (no request yet). */
     restartedIdleRssMb: number;
@@ -152,6 +155,20 @@ function client(url: string, token: string) {
     return JSON.parse(r.text) as T;
   };
   return { call, deployment, json };
+}
+
+/** RSS every 5 s until it falls by less than 2% (at most 60 s): what the process holds at rest. */
+async function settle(cp: CpProcess): Promise<{ rss: number; ms: number }> {
+  const t0 = performance.now();
+  let last = (await cp.rss(1)).rss;
+  while (performance.now() - t0 < 60_000) {
+    await sleep(5000);
+    const now = (await cp.rss(1)).rss;
+    const falling = now < last * 0.98;
+    last = now;
+    if (!falling) break;
+  }
+  return { rss: last, ms: performance.now() - t0 };
 }
 
 /** CLOCK_MONOTONIC in µs, the clock of V8's CPU profile timestamps in every process. */
@@ -464,6 +481,10 @@ export async function loadBench(p: LoadParams): Promise<LoadResult> {
     await sleep(2000);
     const loaded = await cp.rss();
     const heap = await processMemory(api);
+    // V8 keeps the heap the setup's burst grew to until its memory reducer runs (8 s after a
+    // full GC at the earliest, once allocation is slow): RSS every 5 s, up to a minute, until it
+    // stops falling. The hosts stay connected and beating meanwhile; nothing else runs.
+    const settled = await settle(cp);
     const afterLoad = await onlineCount();
     const logText = await cp.readLog();
 
@@ -491,7 +512,7 @@ export async function loadBench(p: LoadParams): Promise<LoadResult> {
     const restarted = await cp.rss();
     p.log(
       `N=${n}: cp RSS ${(empty.rss / MiB).toFixed(0)} MB empty, ${(loaded.rss / MiB).toFixed(0)} MB after the load ` +
-        `(peak ${(loaded.hwm / MiB).toFixed(0)} MB); restarted with the same state: ${(restartedIdle.rss / MiB).toFixed(0)} MB ` +
+        `(peak ${(loaded.hwm / MiB).toFixed(0)} MB, ${(settled.rss / MiB).toFixed(0)} MB settled); restarted with the same state: ${(restartedIdle.rss / MiB).toFixed(0)} MB ` +
         `once the hosts are back, ${(restarted.rss / MiB).toFixed(0)} MB after a block of reads`,
     );
     const lines = logText.split("\n").filter((l) => l.trim() !== "");
@@ -533,6 +554,8 @@ export async function loadBench(p: LoadParams): Promise<LoadResult> {
         emptyRssMb: empty.rss / MiB,
         loadedRssMb: loaded.rss / MiB,
         loadedHeap: heap,
+        settledRssMb: settled.rss / MiB,
+        settledAfterMs: settled.ms,
         peakRssMb: loaded.hwm / MiB,
         restartedIdleRssMb: restartedIdle.rss / MiB,
         restartedRssMb: restarted.rss / MiB,

@@ -502,6 +502,18 @@ function summaryRows(r: Results): Row[] {
         (l.cpuProfiles.length > 0 ? `; CPU profiles: ${l.cpuProfiles.join(", ")}` : ""),
     });
     add({
+      name: `cp RSS settled (${short})`,
+      denv: round(l.memory.settledRssMb),
+      baseline: round(l.memory.emptyRssMb),
+      baselineName: "the same cp before any host joined",
+      unit: "MB",
+      ratioKind: "denv/baseline",
+      ...rss(l.memory.settledRssMb),
+      note:
+        `the same process ${(l.memory.settledAfterMs / 1000).toFixed(0)} s later, its RSS no longer falling ` +
+        "(V8 returns the heap the setup's burst grew to once allocation slows); the hosts still connected and beating",
+    });
+    add({
       name: `cp RSS restarted on the same state (${short})`,
       denv: round(l.memory.restartedRssMb),
       baseline: round(l.memory.emptyRssMb),
