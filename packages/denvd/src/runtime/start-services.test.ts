@@ -50,6 +50,9 @@ x-denv:
   agent: quick
 `;
 
+// `broken` cannot pass its check, so it is waited for until it exits (a service without one
+// would count as ready while it still ran). Docker would call `never` unhealthy only after
+// 3 x 60 s: longer than the test may take.
 const BROKEN = `
 services:
   never:
@@ -58,10 +61,13 @@ services:
     init: true
     healthcheck:
       test: ["CMD", "false"]
-      interval: 30s
+      interval: 60s
   broken:
     image: debian:bookworm-slim
-    command: ["sh", "-c", "exit 3"]
+    command: ["sh", "-c", "sleep 1; exit 3"]
+    healthcheck:
+      test: ["CMD", "false"]
+      interval: 60s
   waiting:
     image: debian:bookworm-slim
     command: ["sleep", "infinity"]
@@ -94,11 +100,17 @@ describe("services start as soon as their depends_on conditions hold", () => {
   it("starts independent services together and holds a service_healthy dependant back", async () => {
     const dir = await writeProject({ "compose.yaml": COMPOSE });
     const deploying = rt.deploy({ project: "order", projectDir: dir });
-    deploying.catch(() => undefined);
+    let settled = false;
+    deploying.then(
+      () => (settled = true),
+      () => (settled = true),
+    );
     // `follower` waits only for `quick`: it runs while `slow` is still unhealthy. Only then is
     // `slow` made healthy, so a follower held back by `slow` would never start.
     const follower = rt.host.dockerName("order", "alpha", "follower");
     for (;;) {
+      // It cannot end before slow is healthy: when it did, it failed (and says why).
+      if (settled) await deploying;
       const state = await rt.host.docker.containers.inspect(follower).catch(() => undefined);
       if (state?.running) break;
       await new Promise((r) => setTimeout(r, 50));

@@ -68,9 +68,14 @@ export async function startServices(
     once(isolated, svc.name, async () => {
       await start(svc);
       if (rec.plan.egress === "allow" || svc.networkMode === "none") return;
-      const state = await ctx.docker.containers.inspect(rec.containers[svc.name] as string);
-      // A one-shot service may have exited already: it has no namespace left to fix.
-      if (state?.running && state.pid > 0) await removeDefaultRoute(state.pid);
+      const id = rec.containers[svc.name] as string;
+      const state = await ctx.docker.containers.inspect(id);
+      // A one-shot service may have exited already, or exit meanwhile: it has no namespace left to fix.
+      if (!state?.running || state.pid <= 0) return;
+      await removeDefaultRoute(state.pid).catch(async (err: unknown) => {
+        const now = await ctx.docker.containers.inspect(id);
+        if (now?.running && now.pid === state.pid) throw err;
+      });
     });
   const readyOf = (svc: ServicePlan): Promise<void> =>
     once(ready, svc.name, async () => {
