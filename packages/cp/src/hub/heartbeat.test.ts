@@ -241,3 +241,43 @@ describe("a host reconnecting while its last connection is being marked offline"
     }
   });
 });
+
+describe("a control plane that stalled", () => {
+  it("cuts no host for the heartbeats it did not read while it stalled", async () => {
+    // One slice, so the first tick after the stall visits the host before its socket is read.
+    const hub = new HostHub({
+      log: quiet,
+      heartbeatMs: 5,
+      lifecycle: { online: async () => {}, offline: async () => {} },
+    });
+    const server = new WebSocketServer({ host: "127.0.0.1", port: 0 });
+    server.on("connection", (socket) => hub.accept(socket, "h"));
+    await new Promise((r) => server.once("listening", r));
+    const { port } = server.address() as { port: number };
+    const ws = new WebSocket(`ws://127.0.0.1:${port}/`);
+    await new Promise((r) => ws.once("open", r));
+    const send = (f: object) => ws.send(JSON.stringify({ v: PROTOCOL_VERSION, ...f }));
+    send(hello("h"));
+    const beat = setInterval(() => send({ type: "heartbeat", ts: Date.now() }), 5);
+    let closed = false;
+    ws.once("close", () => {
+      closed = true;
+    });
+    try {
+      await waitFor(() => hub.isOnline("h"));
+      // The event loop blocked for 20 periods: the host's beats sit unread in the socket.
+      const until = Date.now() + 100;
+      while (Date.now() < until) {
+        // busy: the control plane's one thread stalls
+      }
+      await new Promise((r) => setTimeout(r, 50));
+      expect(closed).toBe(false);
+      expect(hub.isOnline("h")).toBe(true);
+    } finally {
+      clearInterval(beat);
+      ws.terminate();
+      await hub.close();
+      await new Promise((r) => server.close(r));
+    }
+  });
+});

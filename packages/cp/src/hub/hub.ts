@@ -135,6 +135,9 @@ export class HostHub {
   private pending = new Map<string, { p: Pending; promise: Promise<unknown> }>();
   private heartbeatTimer: NodeJS.Timeout;
   private beatTick = 0;
+  /** When the last tick ran, and until when nobody is cut for silence (after the cp stalled). */
+  private lastTick = Date.now();
+  private graceUntil = 0;
   private closing = false;
   private readonly heartbeatMs: number;
 
@@ -411,11 +414,15 @@ export class HostHub {
   /** One slice of the heartbeat period: the hosts whose id falls in it. */
   private beat(): void {
     const now = Date.now();
+    // A tick a whole period late: the control plane itself stalled, and what hosts sent meanwhile
+    // is still unread in their sockets. Nobody is cut for silence until a period after.
+    if (now - this.lastTick > this.heartbeatMs) this.graceUntil = now + this.heartbeatMs;
+    this.lastTick = now;
     const slice = this.slices[this.beatTick++ % this.beatSlices] ?? new Set<string>();
     for (const id of [...slice]) {
       const s = this.sessions.get(id);
       if (!s) continue;
-      if (now - s.lastSeen > this.heartbeatMs * MISSED_HEARTBEATS_OFFLINE) {
+      if (now > this.graceUntil && now - s.lastSeen > this.heartbeatMs * MISSED_HEARTBEATS_OFFLINE) {
         s.terminate(`missed ${MISSED_HEARTBEATS_OFFLINE} heartbeats`);
       } else {
         s.send({ v: PROTOCOL_VERSION, type: "heartbeat", ts: now });
