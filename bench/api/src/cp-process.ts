@@ -20,6 +20,7 @@ export interface CpProcess {
   databaseUrl: string | undefined;
   /** Where it writes a V8 CPU profile when it exits (node --cpu-prof), when asked. */
   cpuProfDir: string | undefined;
+  nodeOptions: readonly string[];
   /** Its log (JSON lines, level warn) in the data dir. */
   logFile: string;
   /** Median VmRSS of `samples` readings `everyMs` apart, plus the peak (VmHWM), in bytes. */
@@ -36,6 +37,8 @@ export interface CpOptions {
   databaseUrl?: string;
   /** Profile its CPU (node --cpu-prof) into this directory; the profile is written when it exits. */
   cpuProfDir?: string;
+  /** Options for node before the cp's main (V8 flags: `--max-semi-space-size=1`). */
+  nodeOptions?: readonly string[];
 }
 
 /**
@@ -46,12 +49,14 @@ export async function startCp(repoRoot: string, o: CpOptions, from?: CpProcess):
   const dataDir = from?.dataDir ?? (await mkdtemp(join(tmpdir(), "denv-bench-cp-")));
   const databaseUrl = from ? from.databaseUrl : o.databaseUrl;
   const cpuProfDir = from ? from.cpuProfDir : o.cpuProfDir;
+  const nodeOptions = from ? from.nodeOptions : (o.nodeOptions ?? []);
   const logFile = join(dataDir, "cp.log");
   const main = join(repoRoot, "packages", "cp", "dist", "main.js");
   const listen = from ? new URL(from.url).host : "127.0.0.1:0";
   const child: ChildProcess = spawn(
     process.execPath,
     [
+      ...nodeOptions,
       ...(cpuProfDir ? ["--cpu-prof", "--cpu-prof-dir", cpuProfDir] : []),
       main,
       "--listen",
@@ -112,6 +117,7 @@ export async function startCp(repoRoot: string, o: CpOptions, from?: CpProcess):
       dataDir,
       databaseUrl,
       cpuProfDir,
+      nodeOptions,
       logFile,
       alive: () => !exited,
       readLog: () => readFile(logFile, "utf8").catch(() => ""),

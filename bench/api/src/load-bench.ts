@@ -50,6 +50,8 @@ export interface LoadParams {
   postgresUrl: string | undefined;
   /** Profile the cp's CPU (node --cpu-prof) into this directory. */
   cpuProfDir: string | undefined;
+  /** Node options for the cp (V8 flags), before its main. */
+  cpNodeOptions: readonly string[];
   /** Names the run's PostgreSQL database. */
   runId: string;
   workers: number;
@@ -71,6 +73,7 @@ export interface LoadResult {
   envsPerHost: number;
   store: StoreKind;
   database: string;
+  cpNodeOptions: readonly string[];
   workers: number;
   environments: number;
   deployments: number;
@@ -243,7 +246,11 @@ export async function loadBench(p: LoadParams): Promise<LoadResult> {
   const before = new Set(p.cpuProfDir ? await readdir(p.cpuProfDir).catch(() => []) : []);
   try {
     db = await loadDatabase(p.store, `denv_bench_${p.runId}_${n}`, p.postgresUrl);
-    cp = await startCp(p.repoRoot, { databaseUrl: db.url, cpuProfDir: p.cpuProfDir });
+    cp = await startCp(p.repoRoot, {
+      databaseUrl: db.url,
+      cpuProfDir: p.cpuProfDir,
+      nodeOptions: p.cpNodeOptions,
+    });
     const url = cp.url;
     const api = client(url, cp.adminToken);
     p.log(`cp (pid ${cp.pid}) at ${cp.url} on ${db.describe}; ${n} hosts, ${n * E} environments to create`);
@@ -523,6 +530,7 @@ export async function loadBench(p: LoadParams): Promise<LoadResult> {
       envsPerHost: E,
       store: p.store,
       database: db.describe,
+      cpNodeOptions: p.cpNodeOptions,
       workers: nw,
       environments,
       deployments: deploymentIds.length,

@@ -7,6 +7,7 @@ import { fileURLToPath } from "node:url";
 import { Runtime } from "@denv/denvd";
 import Docker from "dockerode";
 import type { Stack } from "../../../packages/cli/dist/e2e/stack.js";
+import { CP_NODE_OPTIONS } from "../../../packages/cli/dist/local-stack.js";
 import { readArgs } from "../../runtime/dist/args.js";
 import { sweep, teardownHost, teardownRuntime } from "../../runtime/dist/cleanup.js";
 import { log, run } from "../../runtime/dist/host.js";
@@ -30,7 +31,8 @@ import { MiB } from "./numbers.js";
 
 const USAGE = `usage: node bench/api/run.mjs [--smoke] [--only exec,fork,load] [--hosts 100,1000]
                               [--envs-per-host N] [--store sqlite,postgres] [--postgres-url URL]
-                              [--cpu-prof DIR] [--exec-pairs N] [--fork-runs N] [--requests N]
+                              [--cpu-prof DIR] [--cp-node-options OPTS] [--exec-pairs N]
+                              [--fork-runs N] [--requests N]
                               [--healthz N] [--concurrency N] [--workers N]
 
   --smoke            5 exec rounds, 1 fork pair, 10 hosts, 200 + 100 requests (about 1 minute)
@@ -41,6 +43,8 @@ const USAGE = `usage: node bench/api/run.mjs [--smoke] [--only exec,fork,load] [
                      count: sqlite (default), postgres (a throwaway local cluster per run)
   --postgres-url URL create each postgres run's database on this server instead (dropped after)
   --cpu-prof DIR     profile the load benchmark's control plane (node --cpu-prof) into DIR
+  --cp-node-options OPTS  node options for that control plane, space-separated (default: those
+                     denv up starts it with, the CLI's CP_NODE_OPTIONS; "" for none)
   --exec-pairs N     exec rounds (SDK, docker exec CLI, Engine API each; default 30)
   --fork-runs N      fork pairs, API and runtime (default 10)
   --requests N       measured requests of the read mix per host count (default 2000)
@@ -60,6 +64,7 @@ interface Config {
   stores: StoreKind[];
   postgresUrl: string | undefined;
   cpuProfDir: string | undefined;
+  cpNodeOptions: string[];
   execPairs: number;
   execWarmup: number;
   forkRuns: number;
@@ -83,6 +88,7 @@ function parseArgs(argv: string[]): Config {
         stores: ["sqlite"],
         postgresUrl: undefined,
         cpuProfDir: undefined,
+        cpNodeOptions: [...CP_NODE_OPTIONS],
         execPairs: 5,
         execWarmup: 1,
         forkRuns: 1,
@@ -102,6 +108,7 @@ function parseArgs(argv: string[]): Config {
         stores: ["sqlite"],
         postgresUrl: undefined,
         cpuProfDir: undefined,
+        cpNodeOptions: [...CP_NODE_OPTIONS],
         execPairs: 30,
         execWarmup: 3,
         forkRuns: 10,
@@ -121,6 +128,7 @@ function parseArgs(argv: string[]): Config {
     else if (arg === "--store") c.stores = r.oneOf(STORES, "store");
     else if (arg === "--postgres-url") c.postgresUrl = r.value();
     else if (arg === "--cpu-prof") c.cpuProfDir = resolve(r.value());
+    else if (arg === "--cp-node-options") c.cpNodeOptions = r.value().split(" ").filter(Boolean);
     else if (arg === "--exec-pairs") c.execPairs = r.count();
     else if (arg === "--fork-runs") c.forkRuns = r.count();
     else if (arg === "--requests") c.requests = r.count();
@@ -304,6 +312,7 @@ async function main(): Promise<number> {
               store,
               postgresUrl: cfg.postgresUrl,
               cpuProfDir: cfg.cpuProfDir,
+              cpNodeOptions: cfg.cpNodeOptions,
               runId,
               workers: cfg.workers,
               requests: cfg.requests,
@@ -436,7 +445,8 @@ function summaryRows(r: Results): Row[] {
   for (const l of r.load) {
     // The targets are for 10 environments per host; other shapes are reported only.
     const target = l.envsPerHost === 10 ? LOAD_TARGETS[l.hosts] : undefined;
-    const tag = `N=${l.hosts} hosts, ${l.environments} envs, ${l.store}`;
+    const opts = l.cpNodeOptions.length > 0 ? `, node ${l.cpNodeOptions.join(" ")}` : "";
+    const tag = `N=${l.hosts} hosts, ${l.environments} envs, ${l.store}${opts}`;
     const short = `N=${l.hosts}, ${l.store}`;
     const h = l.latency.healthz;
     const p99 = (value: number) =>
@@ -511,7 +521,8 @@ function summaryRows(r: Results): Row[] {
       ...rss(l.memory.settledRssMb),
       note:
         `the same process ${(l.memory.settledAfterMs / 1000).toFixed(0)} s later, its RSS no longer falling ` +
-        "(V8 returns the heap the setup's burst grew to once allocation slows); the hosts still connected and beating",
+        "(V8 gives back the heap the setup's burst grew to only once a full GC arms its memory reducer); " +
+        "the hosts still connected and beating",
     });
     add({
       name: `cp RSS restarted on the same state (${short})`,

@@ -7,6 +7,7 @@ import { CliError } from "../exit-codes.js";
 import {
   alive,
   binaries,
+  CP_NODE_OPTIONS,
   checkBinary,
   DENVD_NODE_OPTIONS,
   defaultDataDir,
@@ -83,13 +84,19 @@ it again while both run says so and changes nothing. --json prints
 
     if (cpPid === undefined) {
       ctx.progress(`starting the control plane on ${listen} (log: ${paths.log.cp})`);
-      const child = startDetached(bins.cp, [], paths.log.cp, {
-        ...ctx.io.env,
-        DENV_CP_DATA_DIR: paths.cpData,
-        DENV_CP_ADMIN_TOKEN_FILE: paths.adminToken,
-        DENV_CP_LISTEN: listen,
-        DENV_CP_PUBLIC_URL: url,
-      });
+      const child = startDetached(
+        bins.cp,
+        [],
+        paths.log.cp,
+        {
+          ...ctx.io.env,
+          DENV_CP_DATA_DIR: paths.cpData,
+          DENV_CP_ADMIN_TOKEN_FILE: paths.adminToken,
+          DENV_CP_LISTEN: listen,
+          DENV_CP_PUBLIC_URL: url,
+        },
+        CP_NODE_OPTIONS,
+      );
       cpPid = child.pid ?? 0;
       writePid(paths.pid.cp, cpPid);
       writeFileSync(urlFile, `${url}\n`);
