@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs denvd, the denv sidecar, on a Debian or Ubuntu host from this repository checkout:
-# host packages (docker.io, iptables, btrfs-progs), the denvd build linked as
+# host packages (docker.io, iptables, btrfs-progs), denvd built as one file (the bundle,
+# packages/denvd/dist/bundle/denvd.mjs) installed as /usr/local/lib/denvd/denvd.mjs and linked as
 # /usr/local/bin/denvd, the systemd unit, and (with --url and --token) the join to a target.
+# The installed denvd needs only Node.js: the checkout may be removed afterwards.
 #
 #   deploy/install.sh [--url URL --token JOIN_TOKEN] [--name NAME] [--label k=v]...
 #                     [--state-dir DIR] [--insecure] [--dry-run]
@@ -13,6 +15,7 @@ set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BIN=/usr/local/bin/denvd
+BUNDLE=/usr/local/lib/denvd/denvd.mjs
 UNIT=/etc/systemd/system/denvd.service
 STATE_DIR=/var/lib/denvd
 URL=""
@@ -22,7 +25,7 @@ LABELS=()
 DRY_RUN=0
 INSECURE=0
 
-usage() { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "install.sh: $*" >&2; exit 1; }
 
 while [ $# -gt 0 ]; do
@@ -65,12 +68,15 @@ if [ -d /run/systemd/system ] || [ "$DRY_RUN" = 1 ]; then
   step systemctl enable --now docker.service
 fi
 
-# Only what a host runs: spec and denvd (the control plane and the CLI are not needed here).
+# Only what a host runs: spec and denvd (the control plane and the CLI are not needed here),
+# bundled into one file with its dependencies. The .mjs name tells node it is an ES module; the
+# link keeps it (node resolves a linked program to its real path).
 step npm ci --no-audit --no-fund
 step node scripts/build-info.mjs
 step npx tsc -b packages/spec packages/denvd
-step chmod 0755 "$REPO/packages/denvd/dist/main.js"
-step ln -sfn "$REPO/packages/denvd/dist/main.js" "$BIN"
+step node packages/denvd/scripts/bundle.mjs
+step install -D -m 0755 "$REPO/packages/denvd/dist/bundle/denvd.mjs" "$BUNDLE"
+step ln -sfn "$BUNDLE" "$BIN"
 
 step install -d -m 0700 "$STATE_DIR"
 step install -m 0644 "$REPO/deploy/denvd.service" "$UNIT"
