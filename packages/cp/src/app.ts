@@ -5,6 +5,7 @@ import { frameworkError, installErrorHandler } from "./http/errors.js";
 import { buildOpenApi } from "./http/openapi.js";
 import { registerRoutes } from "./http/register.js";
 import type { Route } from "./http/route.js";
+import { WebAssets } from "./http/web-assets.js";
 import type { Log } from "./log.js";
 import { allRoutes } from "./routes/index.js";
 import type { Services } from "./services/container.js";
@@ -14,6 +15,8 @@ export interface AppOptions {
   log: Log;
   /** Allowed CORS origins ("*" for any); empty: CORS off. */
   corsOrigins: readonly string[];
+  /** The dashboard's built files (packages/web/dist), served at `/`; absent: no dashboard. */
+  webDir?: string | undefined;
 }
 
 export interface App {
@@ -39,7 +42,7 @@ export async function buildApp(o: AppOptions): Promise<App> {
     frameworkErrors: frameworkError,
   });
   await fastify.register(websocket, { options: { maxPayload: MAX_WS_MESSAGE } });
-  installErrorHandler(fastify, o.log);
+  installErrorHandler(fastify, o.log, o.webDir === undefined ? undefined : new WebAssets(o.webDir));
   installCors(fastify, o.corsOrigins);
   o.services.metrics.install(fastify);
   fastify.addHook("onResponse", async (req, reply) => {

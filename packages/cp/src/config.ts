@@ -33,6 +33,8 @@ export const CpConfig = z.object({
   publicUrl: z.url().optional(),
   /** Allowed browser origins for CORS; empty: CORS off. */
   corsOrigins: CommaList.default([]),
+  /** The dashboard's built files, served at `/` (default: packages/web/dist beside this package). */
+  webDir: z.string().min(1).optional(),
   /** Where the first start writes the admin token (mode 0600). */
   adminTokenFile: z.string().min(1).optional(),
   sandboxSweepMs: NumberSetting(100).default(30_000),
@@ -75,6 +77,7 @@ export const SETTINGS: ReadonlyArray<{
   { key: "databaseUrl", flag: "--database-url", env: "DENV_CP_DATABASE_URL", secret: true },
   { key: "publicUrl", flag: "--public-url", env: "DENV_CP_PUBLIC_URL" },
   { key: "corsOrigins", flag: "--cors-origins", env: "DENV_CP_CORS_ORIGINS" },
+  { key: "webDir", flag: "--web-dir", env: "DENV_CP_WEB_DIR" },
   { key: "adminTokenFile", flag: "--admin-token-file", env: "DENV_CP_ADMIN_TOKEN_FILE" },
   { key: "sandboxSweepMs", flag: "--sandbox-sweep-ms", env: "DENV_CP_SANDBOX_SWEEP_MS" },
   { key: "retainVersions", flag: "--retain-versions", env: "DENV_CP_RETAIN_VERSIONS" },

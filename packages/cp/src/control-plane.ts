@@ -7,6 +7,7 @@ import { DeploymentEvents } from "./engine/events.js";
 import { HostLoad } from "./engine/host-load.js";
 import { Placer } from "./engine/placement.js";
 import { Metrics } from "./http/metrics.js";
+import { DEFAULT_WEB_DIR } from "./http/web-assets.js";
 import { HostHub } from "./hub/hub.js";
 import { errorMessage, jsonLog, type Log } from "./log.js";
 import type { Principal } from "./services/access.js";
@@ -126,7 +127,12 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
 
   let app: App;
   try {
-    app = await buildApp({ services, log, corsOrigins: config.corsOrigins });
+    app = await buildApp({
+      services,
+      log,
+      corsOrigins: config.corsOrigins,
+      webDir: config.webDir ?? DEFAULT_WEB_DIR,
+    });
     await app.fastify.listen({ host, port });
   } catch (err) {
     await hub.close();

@@ -2,6 +2,7 @@ import { DenvError, ErrorResponse } from "@denv/spec";
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { ZodError } from "zod";
 import { errorMessage, type Log } from "../log.js";
+import type { WebAssets } from "./web-assets.js";
 
 /** The body and status of any error, in the one shape clients branch on. */
 export function toErrorResponse(err: unknown): { status: number; body: ErrorResponse } {
@@ -47,15 +48,19 @@ export function frameworkError(err: FastifyError, _req: FastifyRequest, reply: F
   void reply.code(status).type("application/json").send(ErrorResponse.parse(body));
 }
 
-/** The one place errors become HTTP: DenvError -> its status and {error:{code,message}}. */
-export function installErrorHandler(app: FastifyInstance, log: Log): void {
+/**
+ * The one place errors become HTTP: DenvError -> its status and {error:{code,message}}. A request
+ * no route matched may be a page of the dashboard (`web`); everything else is a JSON 404.
+ */
+export function installErrorHandler(app: FastifyInstance, log: Log, web?: WebAssets): void {
   app.setErrorHandler((err, req, reply) => {
     const { status, body } = toErrorResponse(err);
     if (status >= 500)
       log.error("request failed", { method: req.method, url: req.url, error: errorMessage(err) });
     return reply.code(status).type("application/json").send(ErrorResponse.parse(body));
   });
-  app.setNotFoundHandler((req, reply) => {
+  app.setNotFoundHandler(async (req, reply) => {
+    if (web !== undefined && (await web.serve(req, reply))) return reply;
     const body = { error: { code: "not_found", message: `no route ${req.method} ${req.url.split("?")[0]}` } };
     return reply.code(404).send(ErrorResponse.parse(body));
   });
