@@ -15,10 +15,12 @@ import { AuthService } from "./services/auth-service.js";
 import type { Services } from "./services/container.js";
 import { DeploymentService } from "./services/deployment-service.js";
 import { EnvironmentService } from "./services/environment-service.js";
+import { EpisodeRecorder } from "./services/episode-recorder.js";
 import { HostListCache } from "./services/host-list-cache.js";
 import { HostService } from "./services/host-service.js";
 import { PoolService } from "./services/pool-service.js";
 import { ProjectService } from "./services/project-service.js";
+import { ReplayService } from "./services/replay-service.js";
 import { SandboxService } from "./services/sandbox-service.js";
 import { TargetService } from "./services/target-service.js";
 import { VersionService } from "./services/version-service.js";
@@ -109,13 +111,17 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
     intervalMs: options.poolIntervalMs || 2000,
   });
   const [host, port] = splitListen(config.listen);
+  const environments = new EnvironmentService(store, hub, projects, config.commandTimeoutMs);
+  const episodes = new EpisodeRecorder(store);
   const services: Services = {
     store,
     hub,
     metrics: new Metrics(),
     auth,
     projects,
-    environments: new EnvironmentService(store, hub, projects, config.commandTimeoutMs),
+    environments,
+    episodes,
+    replays: new ReplayService(store, environments, deployments, episodes),
     deployments,
     versions,
     sandboxes: new SandboxService(store, deployments, hub, log, pools),

@@ -1,6 +1,7 @@
 export * from "./api.js";
 export * from "./build-info.js";
 export * from "./compose/index.js";
+export * from "./episode.js";
 export * from "./errors.js";
 export * from "./exec.js";
 export * from "./labels.js";

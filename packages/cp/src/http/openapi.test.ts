@@ -70,6 +70,8 @@ describe("/v1/openapi.json", () => {
       "GET /v1/environments/{project}/{env}/exec/stream",
       "PUT /v1/environments/{project}/{env}/files",
       "GET /v1/environments/{project}/{env}/files",
+      "GET /v1/environments/{project}/{env}/episode",
+      "POST /v1/environments/{project}/{env}/replay",
       "GET /v1/environments/{project}/{env}/connect",
       "GET /v1/environments/{project}/{env}/logs",
       "GET /v1/environments/{project}/{env}/probe",

@@ -48,6 +48,9 @@ describe("authorization matrix", () => {
     await t.host({ name: "h1" });
     await deployed(t, "shop");
     await deployed(t, "other");
+    // An episode with one step, for the log and replay routes.
+    await t.admin.post("/v1/environments/shop/alpha/fork?wait=true", { name: "ep" });
+    await t.admin.post("/v1/environments/shop/ep/exec", { cmd: ["echo", "hi"] });
     depId = (await t.admin.get("/v1/projects/shop/deployments")).body.deployments[0].id;
     const token = async (body: Record<string, unknown>) =>
       (await t.admin.post("/v1/tokens", body)).body.token as string;
@@ -196,6 +199,16 @@ describe("authorization matrix", () => {
       access: "scoped",
       ok: 200,
       req: () => ({ path: "/v1/environments/shop/alpha/files?path=/work", tar: true }),
+    },
+    "GET /v1/environments/{project}/{env}/episode": {
+      access: "scoped",
+      ok: 200,
+      req: () => ({ path: "/v1/environments/shop/ep/episode" }),
+    },
+    "POST /v1/environments/{project}/{env}/replay": {
+      access: "scoped",
+      ok: 200,
+      req: (w) => ({ path: "/v1/environments/shop/ep/replay", body: { name: `r-${w}` } }),
     },
     "GET /v1/environments/{project}/{env}/files": {
       access: "scoped",

@@ -11,6 +11,7 @@ import { EnvParams, type Route, route } from "../http/route.js";
 import { callFailure, type StreamCall } from "../hub/hub.js";
 import type { Principal } from "../services/access.js";
 import type { Services } from "../services/container.js";
+import type { StreamTap } from "../services/episode-recorder.js";
 import { sendAndDrain } from "./socket-io.js";
 
 export function execRoutes(s: Services): Route[] {
@@ -27,7 +28,9 @@ export function execRoutes(s: Services): Route[] {
       responses: [{ status: 200, description: "The command's result", schema: ExecResponse }],
       handler: async ({ principal, params, body }) => ({
         status: 200,
-        body: await s.environments.exec(principal, params.project, params.env, body),
+        body: await s.episodes.exec(principal, params.project, params.env, body, () =>
+          s.environments.exec(principal, params.project, params.env, body),
+        ),
       }),
     }),
     route({
@@ -57,6 +60,7 @@ export function execRoutes(s: Services): Route[] {
  */
 class ExecSession {
   private call: StreamCall<"env.exec"> | undefined;
+  private tap: StreamTap | undefined;
   private chain: Promise<void> = Promise.resolve();
 
   constructor(
@@ -94,28 +98,43 @@ class ExecSession {
     const frame = ExecStreamClientFrame.parse(json);
     if (frame.type === "start") {
       if (this.call) throw new DenvError("invalid_request", "the exec already started");
-      this.call = await this.s.environments.execStream(this.principal, this.project, this.env, frame.exec);
-      void this.forward(this.call);
+      // The episode's step is numbered before the command starts.
+      this.tap = await this.s.episodes.stream(this.principal, this.project, this.env, frame.exec);
+      try {
+        this.call = await this.s.environments.execStream(this.principal, this.project, this.env, frame.exec);
+      } catch (err) {
+        await this.tap?.fail(err);
+        throw err;
+      }
+      void this.forward(this.call, this.tap);
       return;
     }
     if (!this.call) throw new DenvError("invalid_request", "send {type:'start', exec} first");
-    if (frame.type === "stdin") await this.call.outbound.write("stdin", Buffer.from(frame.data, "base64"));
-    else this.call.outbound.end();
+    if (frame.type === "stdin") {
+      const data = Buffer.from(frame.data, "base64");
+      this.tap?.stdin(data);
+      await this.call.outbound.write("stdin", data);
+    } else this.call.outbound.end();
   }
 
-  private async forward(call: StreamCall<"env.exec">): Promise<void> {
+  private async forward(call: StreamCall<"env.exec">, tap: StreamTap | undefined): Promise<void> {
     try {
       for await (const chunk of call.inbound) {
         const c = chunk as { channel: string; data: Buffer };
         const type = c.channel === "stderr" ? "stderr" : "stdout";
+        tap?.output(type, c.data);
         await this.send({ type, data: c.data.toString("base64") });
       }
       const result = await call.result;
+      // Checked against what the stream carried, and recorded in the episode's log.
+      await tap?.finish(result);
       // The API's ExecResponse: the host's stream summary stays between the host and the cp.
       await this.send({ type: "exit", result: ExecResponse.parse({ ...result, stdout: "", stderr: "" }) });
       this.socket.close(1000, "exit");
     } catch (err) {
-      this.fail(await callFailure(call, err));
+      const failure = await callFailure(call, err);
+      await tap?.fail(failure);
+      this.fail(failure);
     } finally {
       call.close();
     }

@@ -31,7 +31,9 @@ export function fileRoutes(s: Services): Route[] {
           throw new DenvError("invalid_request", "send the files as application/x-tar");
         return {
           status: 200,
-          body: await s.environments.putFiles(principal, params.project, params.env, query, raw),
+          body: await s.episodes.putFiles(principal, params.project, params.env, query, raw, (body) =>
+            s.environments.putFiles(principal, params.project, params.env, query, body),
+          ),
         };
       },
     }),

@@ -2,6 +2,7 @@ import type { Route } from "../http/route.js";
 import type { Services } from "../services/container.js";
 import { deploymentRoutes } from "./deployments.js";
 import { environmentRoutes } from "./environments.js";
+import { episodeRoutes } from "./episodes.js";
 import { execRoutes } from "./exec.js";
 import { fileRoutes } from "./files.js";
 import { hostRoutes } from "./hosts.js";
@@ -23,6 +24,7 @@ export function allRoutes(s: Services, openapi: () => unknown): Route[] {
     ...environmentRoutes(s),
     ...execRoutes(s),
     ...fileRoutes(s),
+    ...episodeRoutes(s),
     ...versionRoutes(s),
     ...sandboxRoutes(s),
     ...poolRoutes(s),

@@ -4,9 +4,11 @@ import type { Store } from "../store/store.js";
 import type { AuthService } from "./auth-service.js";
 import type { DeploymentService } from "./deployment-service.js";
 import type { EnvironmentService } from "./environment-service.js";
+import type { EpisodeRecorder } from "./episode-recorder.js";
 import type { HostService } from "./host-service.js";
 import type { PoolService } from "./pool-service.js";
 import type { ProjectService } from "./project-service.js";
+import type { ReplayService } from "./replay-service.js";
 import type { SandboxService } from "./sandbox-service.js";
 import type { TargetService } from "./target-service.js";
 import type { VersionService } from "./version-service.js";
@@ -19,6 +21,9 @@ export interface Services {
   auth: AuthService;
   projects: ProjectService;
   environments: EnvironmentService;
+  /** Episode command logs (recorded around exec and files) and their replays. */
+  episodes: EpisodeRecorder;
+  replays: ReplayService;
   deployments: DeploymentService;
   versions: VersionService;
   sandboxes: SandboxService;

@@ -6,6 +6,7 @@ import type {
   DeploymentRecord,
   DeploymentStatus,
   EnvironmentRecord,
+  EpisodeStepRecord,
   HostRecord,
   JoinTokenRecord,
   LogRecord,
@@ -214,7 +215,56 @@ export class KyselyStore implements Store {
   }
 
   async deleteEnvironment(id: string): Promise<void> {
+    await this.db.deleteFrom("episode_steps").where("environment", "=", id).execute();
     await this.db.deleteFrom("environments").where("id", "=", id).execute();
+  }
+
+  // ---- episode logs
+
+  async putEpisodeStep(r: EpisodeStepRecord): Promise<void> {
+    const row = {
+      environment: r.environment,
+      seq: r.seq,
+      step: JSON.stringify(r.data),
+      kept: r.kept ? r.kept.toString("base64") : null,
+    };
+    await this.db
+      .insertInto("episode_steps")
+      .values(row)
+      .onConflict((oc) => oc.columns(["environment", "seq"]).doUpdateSet({ step: row.step, kept: row.kept }))
+      .execute();
+  }
+
+  async listEpisodeSteps(
+    environment: string,
+    q: { afterSeq: number; limit: number; kept?: boolean; maxSeq?: number },
+  ): Promise<EpisodeStepRecord[]> {
+    let query = this.db
+      .selectFrom("episode_steps")
+      .select(q.kept ? ["seq", "step", "kept"] : ["seq", "step"])
+      .where("environment", "=", environment)
+      .where("seq", ">", q.afterSeq);
+    if (q.maxSeq !== undefined) query = query.where("seq", "<=", q.maxSeq);
+    const rows = (await query.orderBy("seq").limit(q.limit).execute()) as Array<{
+      seq: number;
+      step: string;
+      kept?: string | null;
+    }>;
+    return rows.map((r) => ({
+      environment,
+      seq: Number(r.seq),
+      data: JSON.parse(r.step) as unknown,
+      ...(r.kept ? { kept: Buffer.from(r.kept, "base64") } : {}),
+    }));
+  }
+
+  async lastEpisodeSeq(environment: string): Promise<number> {
+    const row = await this.db
+      .selectFrom("episode_steps")
+      .select((eb) => eb.fn.max("seq").as("last"))
+      .where("environment", "=", environment)
+      .executeTakeFirst();
+    return Number(row?.last ?? 0);
   }
 
   // ---- deployments

@@ -174,6 +174,20 @@ const migrations: Record<string, Migration> = {
         .execute();
     },
   },
+  // An episode's command log: what the cp asked of an environment through exec and files, with
+  // the host's answer (digests, never env values), and the stdin or tar bytes a replay sends again.
+  "0006_episode_log": {
+    async up(db: Kysely<unknown>): Promise<void> {
+      await db.schema
+        .createTable("episode_steps")
+        .addColumn("environment", "text", (c) => c.notNull())
+        .addColumn("seq", "integer", (c) => c.notNull())
+        .addColumn("step", "text", (c) => c.notNull())
+        .addColumn("kept", "text")
+        .addPrimaryKeyConstraint("episode_steps_pk", ["environment", "seq"])
+        .execute();
+    },
+  },
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -84,6 +84,17 @@ export interface DeploymentState {
   steps: Record<string, unknown>;
 }
 
+/**
+ * A row of an episode's command log: a step (an EpisodeStep, parsed by the service) or, at seq
+ * cap + 1, the count of steps run after the log was full. `kept`: the stdin or tar a replay resends.
+ */
+export interface EpisodeStepRecord {
+  environment: string;
+  seq: number;
+  data: unknown;
+  kept?: Buffer;
+}
+
 export interface LogRecord {
   deploymentId: string;
   seq: number;

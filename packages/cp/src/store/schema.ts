@@ -98,6 +98,13 @@ export interface Database {
     created_at: string;
     draining_at: string | null;
   };
+  /** An episode's command log (0006_episode_log): one row per step; `kept`: stdin or tar bytes, base64. */
+  episode_steps: {
+    environment: string;
+    seq: number;
+    step: string;
+    kept: string | null;
+  };
   join_tokens: {
     id: string;
     target: string;

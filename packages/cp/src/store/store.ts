@@ -2,6 +2,7 @@ import type {
   DeploymentRecord,
   DeploymentStatus,
   EnvironmentRecord,
+  EpisodeStepRecord,
   HostRecord,
   JoinTokenRecord,
   LogRecord,
@@ -53,6 +54,7 @@ export interface Store {
   listEnvironments(filter?: EnvironmentFilter): Promise<EnvironmentRecord[]>;
   /** How many environments each host runs (hosts with none are absent): one grouped query. */
   countEnvironmentsByHost(): Promise<Map<string, number>>;
+  /** The row and its episode log. */
   deleteEnvironment(id: string): Promise<void>;
 
   createDeployment(d: DeploymentRecord): Promise<void>;
@@ -61,6 +63,19 @@ export interface Store {
   /** Newest first. */
   listDeployments(filter: { project?: string; statuses?: DeploymentStatus[] }): Promise<DeploymentRecord[]>;
   countDeploymentsByStatus(): Promise<Record<string, number>>;
+
+  /**
+   * Writes a step of an environment's episode log (replacing the row of the same seq: the
+   * overflow row past the cap is rewritten as it counts).
+   */
+  putEpisodeStep(r: EpisodeStepRecord): Promise<void>;
+  /** Steps with seq > afterSeq, by seq, at most `limit`; `kept` bytes only when asked. */
+  listEpisodeSteps(
+    environment: string,
+    q: { afterSeq: number; limit: number; kept?: boolean; maxSeq?: number },
+  ): Promise<EpisodeStepRecord[]>;
+  /** The highest seq of an environment's log (0: none). */
+  lastEpisodeSeq(environment: string): Promise<number>;
 
   appendLog(entry: LogRecord): Promise<void>;
   listLogs(deploymentId: string, afterSeq: number): Promise<LogRecord[]>;
