@@ -17,6 +17,14 @@ const CommaList = z
   .union([z.string(), z.array(z.string())])
   .transform((v) => (Array.isArray(v) ? v : v.split(",")).map((s) => s.trim()).filter((s) => s !== ""));
 
+/** A credential key: base64 of exactly 32 bytes (openssl rand -base64 32). */
+const CredentialKey = z
+  .string()
+  .refine(
+    (v) => /^[A-Za-z0-9+/]{43}=$/.test(v.trim()),
+    "expected 32 bytes in base64 (openssl rand -base64 32)",
+  );
+
 export const CpConfig = z.object({
   /** host:port to listen on; port 0 picks a free port. */
   listen: z
@@ -61,6 +69,15 @@ export const CpConfig = z.object({
    * bytes) per second: a fork on a host without the version pays its estimated time in the score.
    */
   placementTransferMbps: z.coerce.number().positive().max(1e6).default(200),
+  /**
+   * The key target credentials are sealed with (AES-256-GCM): 32 bytes, base64. Without it the
+   * first start writes one to <data-dir>/credential-key (mode 0600) and later starts read it.
+   */
+  credentialKey: CredentialKey.optional(),
+  /** Keys credentials may still be sealed with (a rotation): read with them, resealed with the current key at start. */
+  credentialKeysPrevious: CommaList.pipe(z.array(CredentialKey)).default([]),
+  /** How often provisioned targets are reconciled with their provider's machines. */
+  provisionIntervalMs: NumberSetting(100).default(60_000),
 });
 export type CpConfig = z.output<typeof CpConfig>;
 export type CpConfigInput = z.input<typeof CpConfig>;
@@ -105,6 +122,14 @@ export const SETTINGS: ReadonlyArray<{
     flag: "--placement-transfer-mbps",
     env: "DENV_CP_PLACEMENT_TRANSFER_MBPS",
   },
+  { key: "credentialKey", flag: "--credential-key", env: "DENV_CP_CREDENTIAL_KEY", secret: true },
+  {
+    key: "credentialKeysPrevious",
+    flag: "--credential-keys-previous",
+    env: "DENV_CP_CREDENTIAL_KEYS_PREVIOUS",
+    secret: true,
+  },
+  { key: "provisionIntervalMs", flag: "--provision-interval-ms", env: "DENV_CP_PROVISION_INTERVAL_MS" },
 ];
 
 /** Flags (`--x v` or `--x=v`) over environment variables over defaults. */
@@ -140,6 +165,9 @@ export function redactConfig(c: CpConfig): Record<string, unknown> {
   for (const s of SETTINGS) {
     const v = out[s.key];
     if (s.secret && typeof v === "string") out[s.key] = v.replace(/\/\/([^:/@]+):[^@]*@/, "//$1:***@");
+  }
+  for (const key of ["credentialKey", "credentialKeysPrevious"] as const) {
+    if (out[key] !== undefined) out[key] = "***";
   }
   return out;
 }

@@ -27,6 +27,12 @@ import { VersionService } from "./services/version-service.js";
 import { openStore } from "./store/open-store.js";
 import type { Store } from "./store/store.js";
 import { watchedStore } from "./store/watched-store.js";
+import { readCpId } from "./targets/cp-id.js";
+import { DenvdDriver, TargetDrivers } from "./targets/driver.js";
+import { HetznerDriver } from "./targets/hetzner-driver.js";
+import { BundleFile, DEFAULT_DENVD_BUNDLE } from "./targets/install-assets.js";
+import { SecretBox } from "./targets/secret-box.js";
+import { cpVersion } from "./version.js";
 
 export type ControlPlaneOptions = CpConfigInput & {
   /** Logger (default: JSON lines on stderr at the configured level). */
@@ -35,6 +41,8 @@ export type ControlPlaneOptions = CpConfigInput & {
   heartbeatMs?: number;
   /** How often warm fork pools are refilled, besides after each claim (tests shorten it). */
   poolIntervalMs?: number;
+  /** The denvd bundle GET /v1/install/denvd.mjs serves (default packages/denvd/dist/bundle/denvd.mjs). */
+  denvdBundle?: string;
 };
 
 export interface ControlPlane {
@@ -50,6 +58,8 @@ export interface ControlPlane {
 const SWEEPER: Principal = { tokenId: "system", name: "sandbox sweeper", role: "admin" };
 /** The identity warm fork pools fork and destroy as. */
 const POOLS: Principal = { tokenId: "system", name: "pools", role: "admin" };
+/** The identity provisioned targets remove the hosts of deleted machines as. */
+const PROVISIONER: Principal = { tokenId: "system", name: "provisioner", role: "admin" };
 
 /** Starts denv-cp in this process: store, hub, engine, HTTP; resumes unfinished deployments. */
 export async function startControlPlane(options: ControlPlaneOptions): Promise<ControlPlane> {
@@ -68,9 +78,34 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
     heartbeatMs: options.heartbeatMs || undefined,
   });
   const auth = new AuthService(store);
-  const targets = new TargetService(store);
+  const box = await SecretBox.open({
+    key: config.credentialKey,
+    previous: config.credentialKeysPrevious,
+    file: join(config.dataDir, "credential-key"),
+  });
+  const drivers = new TargetDrivers().register(new DenvdDriver("hosts", hub)).register(
+    new HetznerDriver({
+      store,
+      box,
+      log,
+      hub,
+      cpId: await readCpId(join(config.dataDir, "cp-id")),
+      publicUrl: () => services.publicUrl,
+      mintJoinToken: async (target) => {
+        const jt = await targets.mintJoinToken(target, { uses: 1, ttl_sec: 3600 });
+        return { id: jt.id, secret: jt.token ?? "" };
+      },
+      revokeJoinToken: async (target, id) => void (await store.revokeJoinToken(target, id, new Date().toISOString())),
+      removeHost: async (id) => void (await hosts.remove(PROVISIONER, id, true)),
+    }),
+  );
+  const targets = new TargetService(store, drivers, box, log, {
+    bundle: new BundleFile(options.denvdBundle ?? DEFAULT_DENVD_BUNDLE),
+    version: cpVersion(),
+  });
   await hosts.markAllOffline();
   await targets.ensureLocal();
+  await targets.resealCredentials();
   const adminToken = await auth.ensureAdminToken(paths.adminTokenFile);
 
   const versions = new VersionService(store, hub, log, {
@@ -92,6 +127,7 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
         },
         transferMbps: config.placementTransferMbps,
       },
+      drivers,
     ),
     events: new DeploymentEvents(),
     log,
@@ -158,6 +194,15 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
       .catch((err: unknown) => log.warn("sandbox sweep failed", { error: errorMessage(err) }));
   }, config.sandboxSweepMs);
   sweeper.unref();
+  let reconciling = false;
+  const provisioner = setInterval(() => {
+    if (reconciling) return;
+    reconciling = true;
+    void targets.reconcileAll().finally(() => {
+      reconciling = false;
+    });
+  }, config.provisionIntervalMs);
+  provisioner.unref();
   pools.start();
   log.info("control plane started", { url, resumed });
 
@@ -168,6 +213,7 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
     close: () => {
       closed ??= (async () => {
         clearInterval(sweeper);
+        clearInterval(provisioner);
         await pools.stop();
         // The engine stops first so the commands the hub abandons leave deployments resumable.
         const drained = engine.shutdown();

@@ -184,8 +184,8 @@ describe("DenvClient routes", () => {
     for (const s of batch) await admin.deleteSandbox(s.id);
 
     expect((await admin.listTargets()).map((t) => t.name)).toEqual(["local"]);
-    await expect(admin.createTarget({ name: "cloud", kind: "hetzner" })).rejects.toMatchObject({
-      message: "target kind hetzner is not available yet",
+    await expect(admin.createTarget({ name: "cloud", kind: "aws" })).rejects.toMatchObject({
+      message: "target kind aws is not available yet",
     });
     const jt = await admin.createJoinToken("local", { uses: 2 });
     expect(jt).toMatchObject({ target: "local", uses_left: 2, token: expect.stringMatching(/^join-/) });

@@ -2,6 +2,7 @@ import { z } from "zod";
 import { ExecRequest } from "./exec.js";
 import { MAX_POOL_SIZE } from "./messages.js";
 import { DeploymentKind, PhaseName } from "./phases.js";
+import { TargetKindName } from "./targets.js";
 
 /**
  * The REST API's resources (JSON, snake_case), shared by the control plane (which validates its
@@ -148,7 +149,7 @@ export const Version = z.object({
 });
 export type Version = z.infer<typeof Version>;
 
-export const TargetKind = z.enum(["hosts", "hetzner", "aws", "e2b", "daytona", "modal", "prime"]);
+export const TargetKind = TargetKindName;
 
 export const Capabilities = z.object({
   multi_service: z.boolean(),
@@ -158,12 +159,18 @@ export const Capabilities = z.object({
   egress_control: z.boolean(),
   exec_streaming: z.boolean(),
   files: z.boolean(),
+  port_tunnels: z.boolean(),
+  gpu: z.boolean(),
 });
 
 export const Target = z.object({
   name: z.string(),
   kind: TargetKind,
   capabilities: Capabilities,
+  /** The kind's settings with their defaults filled (docs/reference/targets.md#settings). */
+  settings: z.record(z.string(), z.unknown()).default({}),
+  /** The names of the credentials it holds; their values are never returned. */
+  credentials: z.array(z.string()).default([]),
   created_at: z.string(),
 });
 export type Target = z.infer<typeof Target>;
@@ -373,7 +380,14 @@ export const WhoAmI = z.object({
 });
 export type WhoAmI = z.infer<typeof WhoAmI>;
 
-export const CreateTarget = z.object({ name: z.string(), kind: TargetKind });
+export const CreateTarget = z.object({
+  name: z.string(),
+  kind: TargetKind,
+  /** The kind's settings (strings or JSON values), validated per kind. */
+  settings: z.record(z.string(), z.unknown()).default({}),
+  /** Secrets (API keys, cloud keys), stored encrypted and never returned. */
+  credentials: z.record(z.string(), z.string()).default({}),
+});
 
 /** JSON body of POST /v1/projects/:project/deploy for a project that deploys from its repo. */
 export const DeployGitRequest = z.object({ git_ref: z.string() });

@@ -11,4 +11,5 @@ export * from "./phases.js";
 export * from "./plan.js";
 export * from "./protocol/index.js";
 export * from "./shell-words.js";
+export * from "./targets.js";
 export * from "./users.js";

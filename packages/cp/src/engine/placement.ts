@@ -1,6 +1,7 @@
 import {
   ControlPlaneMessages,
   DenvError,
+  type EnvironmentNeeds,
   HostMessages,
   PLACEMENT_CANDIDATES_LISTED,
   PlacementEvidence,
@@ -11,6 +12,7 @@ import { SETTINGS } from "../config.js";
 import type { HostHub } from "../hub/hub.js";
 import type { HostRecord, VersionRecord } from "../store/records.js";
 import type { Store } from "../store/store.js";
+import type { TargetDrivers } from "../targets/driver.js";
 import type { HostLoad } from "./host-load.js";
 import { reservationOf } from "./reservations.js";
 
@@ -42,6 +44,8 @@ export type PlacementRequest =
       labels?: Record<string, string>;
       /** The deployment placing: counted as in flight on the chosen host until it ends. */
       deployment: string;
+      /** What the file asks of the target (its services), read from the upload. */
+      needs?: EnvironmentNeeds;
     }
   /** Fork, rollback and sandbox: restored on a host holding the version, or sent to one first. */
   | { version: VersionRecord; deployment: string };
@@ -405,6 +409,8 @@ export class Placer {
       /** The throughput a transfer between hosts is assumed to get, in MB (10^6 bytes) per second. */
       transferMbps: number;
     },
+    /** Each target kind's driver: its capabilities, and how a provisioned target grows. */
+    private readonly drivers?: TargetDrivers,
   ) {}
 
   place(req: PlacementRequest): Promise<Placement> {
@@ -466,15 +472,30 @@ export class Placer {
         local: local.has(host.id),
       });
     }
-    const placed = choose({
-      target,
-      hosts,
-      need,
-      labels,
-      overcommit: this.options.overcommit,
-      transferBytesPerSecond: this.options.transferMbps * 1e6,
-      ...choice,
-    });
+    const targetRecord = await this.store.getTarget(target);
+    if (targetRecord && this.drivers) {
+      const kind = (await this.store.getProject(project))?.kind ?? "rl-environment";
+      const services = Math.max(1, ...projectEnvs.map((e) => e.services.length));
+      this.drivers.checkCapabilities(targetRecord, ("needs" in req && req.needs) || { services, kind });
+    }
+    let placed: Placement;
+    try {
+      placed = choose({
+        target,
+        hosts,
+        need,
+        labels,
+        overcommit: this.options.overcommit,
+        transferBytesPerSecond: this.options.transferMbps * 1e6,
+        ...choice,
+      });
+    } catch (err) {
+      // A provisioned target grows: its driver creates a machine for the next try, and says so.
+      const driver =
+        targetRecord && this.drivers?.has(targetRecord.kind) ? this.drivers.for(targetRecord.kind) : undefined;
+      if (!(err instanceof DenvError) || !targetRecord || !driver?.provide || "version" in req) throw err;
+      throw new DenvError("conflict", await driver.provide(targetRecord));
+    }
     this.inFlight.set(req.deployment, { host: placed.hostId, need });
     return placed;
   }

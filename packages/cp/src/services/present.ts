@@ -1,4 +1,13 @@
-import { Deployment, Environment, Host, Project, Target, Version } from "@denv/spec";
+import {
+  Deployment,
+  Environment,
+  Host,
+  Project,
+  TARGET_KINDS,
+  TARGET_SETTINGS,
+  Target,
+  Version,
+} from "@denv/spec";
 import type {
   DeploymentRecord,
   EnvironmentRecord,
@@ -83,24 +92,16 @@ export function presentHost(h: HostRecord, environments: number): Host {
 }
 
 /**
- * The `hosts` driver (denvd pools) can do everything. It is the only kind that exists today:
- * other kinds are refused at creation, so no capability table is claimed for them.
+ * A target as the API shows it: its kind's row of the capability table (packages/spec/src/targets.ts),
+ * its settings, and the names of its credentials (never their values, which stay sealed).
  */
-const HOSTS_CAPABILITIES = {
-  multi_service: true,
-  snapshot: true,
-  fork: true,
-  pause: true,
-  egress_control: true,
-  exec_streaming: true,
-  files: true,
-};
-
 export function presentTarget(t: TargetRecord): Target {
   return Target.parse({
     name: t.name,
     kind: t.kind,
-    capabilities: HOSTS_CAPABILITIES,
+    capabilities: TARGET_KINDS[t.kind].capabilities,
+    settings: t.settings ?? {},
+    credentials: t.credentials ? TARGET_SETTINGS[t.kind].credentials.map((c) => c.name) : [],
     created_at: t.createdAt,
   });
 }

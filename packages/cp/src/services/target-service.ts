@@ -5,12 +5,24 @@ import {
   checkName,
   DenvError,
   JoinToken,
+  type Machine,
+  parseTargetCredentials,
+  parseTargetSettings,
+  TARGET_KINDS,
+  TARGET_SETTINGS,
   type Target,
+  type TargetKindInfo,
+  TargetKindName,
+  TargetMessages,
 } from "@denv/spec";
 import type { z } from "zod";
 import { hashSecret, newId, newSecret, nowIso, SecretPrefix } from "../ids.js";
-import type { JoinTokenRecord } from "../store/records.js";
+import { errorMessage, type Log } from "../log.js";
+import type { JoinTokenRecord, MachineRecord, TargetRecord } from "../store/records.js";
 import type { Store } from "../store/store.js";
+import type { TargetDrivers } from "../targets/driver.js";
+import { type Bundle, type BundleFile, installScript } from "../targets/install-assets.js";
+import type { SecretBox } from "../targets/secret-box.js";
 import { NotFound, type Principal, requireAdmin } from "./access.js";
 import { visibleHosts } from "./host-service.js";
 import { presentTarget } from "./present.js";
@@ -30,25 +42,115 @@ function presentJoinToken(t: JoinTokenRecord, secret?: string): JoinTokenOut {
   });
 }
 
+function presentMachine(m: MachineRecord): Machine {
+  return {
+    id: m.id,
+    target: m.target,
+    provider_id: m.providerId,
+    status: m.status,
+    cost_class: m.costClass,
+    host_id: m.hostId,
+    error: m.error,
+    created_at: m.createdAt,
+    updated_at: m.updatedAt,
+  };
+}
+
 /** The target every control plane has from its first start. */
 export const LOCAL_TARGET = "local";
 
+/** GET /v1/targets/kinds: the capability table, each kind's settings, whether this cp has its driver. */
+export function targetKinds(drivers: Pick<TargetDrivers, "has">): TargetKindInfo[] {
+  return TargetKindName.options.map((kind) => ({
+    kind,
+    family: TARGET_KINDS[kind].family,
+    available: TARGET_KINDS[kind].available && drivers.has(kind),
+    capabilities: { ...TARGET_KINDS[kind].capabilities },
+    settings: Object.keys(TARGET_SETTINGS[kind].settings),
+    credentials: TARGET_SETTINGS[kind].credentials.map((c) => ({ ...c })),
+  }));
+}
+
 export class TargetService {
-  constructor(private readonly store: Store) {}
+  constructor(
+    private readonly store: Store,
+    private readonly drivers: TargetDrivers,
+    private readonly box: SecretBox,
+    private readonly log: Log,
+    private readonly install: { bundle: BundleFile; version: string },
+  ) {}
+
+  /** The install script of this cp, carrying the SHA-256 of the bundle it serves. */
+  async installScript(cpUrl: string): Promise<string> {
+    const b = await this.bundle();
+    return installScript({ cpUrl, version: b.version, sha256: b.sha256 });
+  }
+
+  /** The denvd bundle this cp serves (404 with the way to build it when it is not built). */
+  async bundle(): Promise<Bundle & { version: string }> {
+    const b = await this.install.bundle.read();
+    if (!b) throw new DenvError("not_found", TargetMessages.bundleMissing(this.install.bundle.path));
+    return { ...b, version: this.install.version };
+  }
 
   async ensureLocal(): Promise<void> {
     if (await this.store.getTarget(LOCAL_TARGET)) return;
     await this.store.createTarget({ name: LOCAL_TARGET, kind: "hosts", createdAt: nowIso() });
   }
 
+  /** Credentials sealed with a previous key are resealed with the current one (a key rotation). */
+  async resealCredentials(): Promise<number> {
+    let n = 0;
+    for (const t of await this.store.listTargets()) {
+      if (!t.credentials || !this.box.isStale(t.credentials)) continue;
+      const secrets = this.box.open(t.name, t.credentials);
+      await this.store.updateTarget({ ...t, credentials: this.box.seal(t.name, secrets) });
+      n++;
+    }
+    if (n > 0) this.log.info("target credentials resealed with the current key", { targets: n });
+    return n;
+  }
+
+  kinds(): TargetKindInfo[] {
+    return targetKinds(this.drivers);
+  }
+
+  /**
+   * Refuses a kind without a driver, validates the kind's settings and credentials (one line
+   * naming the first that is wrong), seals the credentials, then records the target.
+   */
   async create(p: Principal, req: z.output<typeof CreateTarget>): Promise<Target> {
     requireAdmin(p);
     checkName("project", req.name);
-    if (req.kind !== "hosts") {
+    if (!TARGET_KINDS[req.kind].available || !this.drivers.has(req.kind)) {
       throw new DenvError("invalid_request", ControlPlaneMessages.targetKindNotAvailable(req.kind));
     }
-    const record = { name: req.name, kind: req.kind, createdAt: nowIso() };
+    let settings: Record<string, unknown>;
+    let credentials: Record<string, string>;
+    try {
+      settings = parseTargetSettings(req.kind, req.settings);
+      credentials = parseTargetCredentials(req.kind, req.credentials);
+    } catch (err) {
+      throw new DenvError("invalid_request", errorMessage(err));
+    }
+    const record: TargetRecord = {
+      name: req.name,
+      kind: req.kind,
+      createdAt: nowIso(),
+      settings,
+      ...(Object.keys(credentials).length > 0 ? { credentials: this.box.seal(req.name, credentials) } : {}),
+    };
     await this.store.createTarget(record);
+    this.log.info("target created", { target: record.name, kind: record.kind });
+    const driver = this.drivers.for(record.kind);
+    if (driver.reconcile) {
+      // The minimum of machines is created now rather than at the next tick.
+      void driver
+        .reconcile(record)
+        .catch((err: unknown) =>
+          this.log.warn("reconcile failed", { target: record.name, error: errorMessage(err) }),
+        );
+    }
     return presentTarget(record);
   }
 
@@ -58,6 +160,71 @@ export class TargetService {
     if (p.role === "admin") return targets.map(presentTarget);
     const used = new Set((await visibleHosts(this.store, p)).map((h) => h.target));
     return targets.filter((t) => used.has(t.name)).map(presentTarget);
+  }
+
+  async show(p: Principal, name: string): Promise<Target> {
+    return presentTarget(await this.requireTarget(p, name));
+  }
+
+  /**
+   * Removes a target with no hosts and no machines left; a provisioned target's driver first
+   * deletes what it created at the provider (servers carrying denv's labels for this target).
+   */
+  async remove(p: Principal, name: string): Promise<void> {
+    const t = await this.requireTarget(p, name);
+    if (t.name === LOCAL_TARGET) throw new DenvError("conflict", TargetMessages.localTarget);
+    const hosts = await this.store.listHosts({ target: name });
+    const machines = (await this.store.listMachines(name)).filter(
+      (m) => !["deleted", "failed"].includes(m.status),
+    );
+    if (hosts.length + machines.length > 0) {
+      throw new DenvError(
+        "conflict",
+        TargetMessages.targetInUse(name, Math.max(hosts.length, machines.length)),
+      );
+    }
+    const driver = this.drivers.has(t.kind) ? this.drivers.for(t.kind) : undefined;
+    await driver?.removeTarget?.(t);
+    for (const jt of await this.store.listJoinTokens(name))
+      await this.store.revokeJoinToken(name, jt.id, nowIso());
+    await this.store.deleteTarget(name);
+    this.log.info("target removed", { target: name });
+  }
+
+  async machines(p: Principal, name: string): Promise<Machine[]> {
+    const t = await this.requireTarget(p, name);
+    if (TARGET_KINDS[t.kind].family !== "provisioned") {
+      throw new DenvError("invalid_request", TargetMessages.notProvisioned(name, t.kind));
+    }
+    return (await this.store.listMachines(name)).map(presentMachine);
+  }
+
+  /** One provisioned target reconciled now; its provider's error is the answer's. */
+  async reconcile(p: Principal, name: string): Promise<void> {
+    const t = await this.requireTarget(p, name);
+    if (TARGET_KINDS[t.kind].family !== "provisioned") {
+      throw new DenvError("invalid_request", TargetMessages.notProvisioned(name, t.kind));
+    }
+    try {
+      await this.drivers.for(t.kind).reconcile?.(t);
+    } catch (err) {
+      if (err instanceof DenvError) throw err;
+      throw new DenvError("conflict", TargetMessages.reconcileFailed(name, errorMessage(err)));
+    }
+  }
+
+  /** Each provisioned target, reconciled with its provider (the loop control-plane.ts runs). */
+  async reconcileAll(): Promise<void> {
+    for (const t of await this.store.listTargets()) {
+      if (!this.drivers.has(t.kind)) continue;
+      const d = this.drivers.for(t.kind);
+      if (!d.reconcile) continue;
+      await d
+        .reconcile(t)
+        .catch((err: unknown) =>
+          this.log.warn("reconcile failed", { target: t.name, error: errorMessage(err) }),
+        );
+    }
   }
 
   async listJoinTokens(p: Principal, target: string): Promise<JoinTokenOut[]> {
@@ -78,6 +245,11 @@ export class TargetService {
     req: z.output<typeof CreateJoinToken>,
   ): Promise<JoinTokenOut> {
     await this.requireTarget(p, target);
+    return this.mintJoinToken(target, req);
+  }
+
+  /** A join token without the admin check (a provisioned machine's single-use one). */
+  async mintJoinToken(target: string, req: z.output<typeof CreateJoinToken>): Promise<JoinTokenOut> {
     const secret = newSecret(SecretPrefix.join);
     const record = {
       id: newId("jt"),
@@ -91,8 +263,10 @@ export class TargetService {
     return presentJoinToken(record, secret);
   }
 
-  private async requireTarget(p: Principal, target: string): Promise<void> {
+  private async requireTarget(p: Principal, target: string): Promise<TargetRecord> {
     requireAdmin(p);
-    if (!(await this.store.getTarget(target))) throw NotFound.target(target);
+    const t = await this.store.getTarget(target);
+    if (!t) throw NotFound.target(target);
+    return t;
   }
 }

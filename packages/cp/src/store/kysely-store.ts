@@ -10,6 +10,7 @@ import type {
   HostRecord,
   JoinTokenRecord,
   LogRecord,
+  MachineRecord,
   PoolRecord,
   ProjectRecord,
   TargetRecord,
@@ -25,9 +26,12 @@ import {
   hostToRow,
   joinTokenFromRow,
   joinTokenToRow,
+  machineFromRow,
+  machineRow,
   poolFromRow,
   projectFromRow,
   targetFromRow,
+  targetRow,
   tokenFromRow,
   tokenToRow,
   versionFromRow,
@@ -446,7 +450,7 @@ export class KyselyStore implements Store {
 
   createTarget(t: TargetRecord): Promise<void> {
     return insert(`target ${t.name}`, () =>
-      this.db.insertInto("targets").values({ name: t.name, kind: t.kind, created_at: t.createdAt }).execute(),
+      this.db.insertInto("targets").values(targetRow(t)).execute(),
     );
   }
 
@@ -458,6 +462,45 @@ export class KyselyStore implements Store {
   async listTargets(): Promise<TargetRecord[]> {
     const rows = await this.db.selectFrom("targets").selectAll().orderBy("name").execute();
     return rows.map(targetFromRow);
+  }
+
+  async updateTarget(t: TargetRecord): Promise<void> {
+    const { name, ...rest } = targetRow(t);
+    await this.db.updateTable("targets").set(rest).where("name", "=", name).execute();
+  }
+
+  async deleteTarget(name: string): Promise<boolean> {
+    await this.db.deleteFrom("machines").where("target", "=", name).execute();
+    const r = await this.db.deleteFrom("targets").where("name", "=", name).executeTakeFirst();
+    return r.numDeletedRows > 0n;
+  }
+
+  // ---- machines
+
+  async putMachine(m: MachineRecord): Promise<void> {
+    const row = machineRow(m);
+    const { id, ...rest } = row;
+    await this.db
+      .insertInto("machines")
+      .values(row)
+      .onConflict((oc) => oc.column("id").doUpdateSet(rest))
+      .execute();
+  }
+
+  async getMachine(id: string): Promise<MachineRecord | undefined> {
+    const r = await this.db.selectFrom("machines").selectAll().where("id", "=", id).executeTakeFirst();
+    return r && machineFromRow(r);
+  }
+
+  async listMachines(target: string): Promise<MachineRecord[]> {
+    const rows = await this.db
+      .selectFrom("machines")
+      .selectAll()
+      .where("target", "=", target)
+      .orderBy("created_at")
+      .orderBy("id")
+      .execute();
+    return rows.map(machineFromRow);
   }
 
   // ---- hosts

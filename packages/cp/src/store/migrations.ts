@@ -188,6 +188,29 @@ const migrations: Record<string, Migration> = {
         .execute();
     },
   },
+  // Targets beyond hosts: each target's settings (JSON) and its credentials sealed with the cp's
+  // credential key (AES-256-GCM, never plaintext); the machines a provisioned target created.
+  "0007_target_drivers": {
+    async up(db: Kysely<unknown>): Promise<void> {
+      await db.schema.alterTable("targets").addColumn("settings", "text").execute();
+      await db.schema.alterTable("targets").addColumn("credentials", "text").execute();
+      await db.schema
+        .createTable("machines")
+        .addColumn("id", "text", (c) => c.primaryKey())
+        .addColumn("target", "text", (c) => c.notNull())
+        .addColumn("provider_id", "text")
+        .addColumn("status", "text", (c) => c.notNull())
+        .addColumn("cost_class", "text", (c) => c.notNull())
+        .addColumn("host_id", "text")
+        .addColumn("join_token_id", "text")
+        .addColumn("error", "text")
+        .addColumn("idle_since", "text")
+        .addColumn("created_at", "text", (c) => c.notNull())
+        .addColumn("updated_at", "text", (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex("machines_target").on("machines").column("target").execute();
+    },
+  },
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -110,6 +110,26 @@ export interface TargetRecord {
   name: string;
   kind: "hosts" | "hetzner" | "aws" | "e2b" | "daytona" | "modal" | "prime";
   createdAt: string;
+  /** The kind's settings, defaults filled (absent on rows from before 0007_target_drivers). */
+  settings?: Record<string, unknown>;
+  /** The credentials, sealed by the cp's credential key (targets/secret-box.ts). */
+  credentials?: string;
+}
+
+/** A machine a provisioned target created; `id` is also its name at the provider. */
+export interface MachineRecord {
+  id: string;
+  target: string;
+  providerId?: string;
+  status: "creating" | "running" | "joined" | "deleting" | "deleted" | "failed";
+  costClass: string;
+  hostId?: string;
+  joinTokenId?: string;
+  error?: string;
+  /** Since when its host has held no environment (idle shutdown counts from here). */
+  idleSince?: string;
+  createdAt: string;
+  updatedAt: string;
 }
 
 export interface HostCapacity {

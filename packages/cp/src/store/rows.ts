@@ -4,6 +4,7 @@ import type {
   EnvironmentRecord,
   HostRecord,
   JoinTokenRecord,
+  MachineRecord,
   PoolRecord,
   ProjectRecord,
   TargetRecord,
@@ -181,7 +182,55 @@ export function versionToRow(v: VersionRecord): Row<"versions"> {
 }
 
 export function targetFromRow(r: Row<"targets">): TargetRecord {
-  return { name: r.name, kind: r.kind as TargetRecord["kind"], createdAt: r.created_at };
+  return {
+    name: r.name,
+    kind: r.kind as TargetRecord["kind"],
+    createdAt: r.created_at,
+    ...(r.settings ? { settings: json<Record<string, unknown>>(r.settings) } : {}),
+    ...opt("credentials", r.credentials),
+  };
+}
+
+export function targetRow(t: TargetRecord): Row<"targets"> {
+  return {
+    name: t.name,
+    kind: t.kind,
+    created_at: t.createdAt,
+    settings: t.settings ? JSON.stringify(t.settings) : null,
+    credentials: t.credentials ?? null,
+  };
+}
+
+export function machineFromRow(r: Row<"machines">): MachineRecord {
+  return {
+    id: r.id,
+    target: r.target,
+    ...opt("providerId", r.provider_id),
+    status: r.status as MachineRecord["status"],
+    costClass: r.cost_class,
+    ...opt("hostId", r.host_id),
+    ...opt("joinTokenId", r.join_token_id),
+    ...opt("error", r.error),
+    ...opt("idleSince", r.idle_since),
+    createdAt: r.created_at,
+    updatedAt: r.updated_at,
+  };
+}
+
+export function machineRow(m: MachineRecord): Row<"machines"> {
+  return {
+    id: m.id,
+    target: m.target,
+    provider_id: m.providerId ?? null,
+    status: m.status,
+    cost_class: m.costClass,
+    host_id: m.hostId ?? null,
+    join_token_id: m.joinTokenId ?? null,
+    error: m.error ?? null,
+    idle_since: m.idleSince ?? null,
+    created_at: m.createdAt,
+    updated_at: m.updatedAt,
+  };
 }
 
 export function hostFromRow(r: Row<"hosts">): HostRecord {

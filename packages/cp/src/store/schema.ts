@@ -85,7 +85,29 @@ export interface Database {
     /** When the cp recorded it (the cp's clock). */
     created_at: string;
   };
-  targets: { name: string; kind: string; created_at: string };
+  targets: {
+    name: string;
+    kind: string;
+    created_at: string;
+    /** JSON of the kind's settings (0007_target_drivers). */
+    settings: string | null;
+    /** The credentials, sealed (targets/secret-box.ts); never plaintext. */
+    credentials: string | null;
+  };
+  /** Machines a provisioned target created (0007_target_drivers). */
+  machines: {
+    id: string;
+    target: string;
+    provider_id: string | null;
+    status: string;
+    cost_class: string;
+    host_id: string | null;
+    join_token_id: string | null;
+    error: string | null;
+    idle_since: string | null;
+    created_at: string;
+    updated_at: string;
+  };
   hosts: {
     id: string;
     target: string;

@@ -6,6 +6,7 @@ import type {
   HostRecord,
   JoinTokenRecord,
   LogRecord,
+  MachineRecord,
   PoolRecord,
   ProjectRecord,
   TargetRecord,
@@ -109,6 +110,16 @@ export interface Store {
   createTarget(t: TargetRecord): Promise<void>;
   getTarget(name: string): Promise<TargetRecord | undefined>;
   listTargets(): Promise<TargetRecord[]>;
+  /** Replaces the row's settings and sealed credentials (a key rotation reseals them). */
+  updateTarget(t: TargetRecord): Promise<void>;
+  /** The row and its machine rows; false when there is none. */
+  deleteTarget(name: string): Promise<boolean>;
+
+  /** Inserts or replaces a machine of a provisioned target. */
+  putMachine(m: MachineRecord): Promise<void>;
+  getMachine(id: string): Promise<MachineRecord | undefined>;
+  /** A target's machines, oldest first (deleted ones included). */
+  listMachines(target: string): Promise<MachineRecord[]>;
 
   createHost(h: HostRecord): Promise<void>;
   updateHost(h: HostRecord): Promise<void>;

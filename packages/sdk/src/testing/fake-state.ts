@@ -80,8 +80,17 @@ export class FakeState {
       egress_control: true,
       exec_streaming: true,
       files: true,
+      port_tunnels: true,
+      gpu: false,
     };
-    this.targets.set("local", { name: "local", kind: "hosts", capabilities: caps, created_at: now() });
+    this.targets.set("local", {
+      name: "local",
+      kind: "hosts",
+      capabilities: caps,
+      settings: {},
+      credentials: [],
+      created_at: now(),
+    });
     this.hosts.set("host-1", {
       id: "host-1",
       target: "local",

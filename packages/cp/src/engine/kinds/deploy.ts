@@ -1,7 +1,8 @@
 import { createReadStream } from "node:fs";
 import { rm } from "node:fs/promises";
-import type { PhaseName } from "@denv/spec";
+import { composeServiceCount, type PhaseName } from "@denv/spec";
 import { z } from "zod";
+import { readTarEntry } from "../../targets/tar-entry.js";
 import { DeployState, PlacementValue } from "../requests.js";
 import {
   destroyQuietly,
@@ -37,7 +38,14 @@ export const deploy: KindRunner = {
       evidence: { source: req.source },
     }));
     const place = await ctx.cpPhase("place", PlacementValue, async () => {
+      // What the file asks of the target, refused here when the target lacks it (nothing exists yet).
+      const text = req.spool
+        ? await readTarEntry(req.spool, req.compose_file).catch(() => undefined)
+        : undefined;
+      const services = text === undefined ? undefined : composeServiceCount(text);
+      const kind = (await store.getProject(project))?.kind ?? "rl-environment";
       const p = await placer.place({
+        ...(services === undefined ? {} : { needs: { services, kind } }),
         target: req.target,
         project,
         environment: ctx.d.environment,

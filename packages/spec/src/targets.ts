@@ -1,0 +1,393 @@
+import { parseDocument } from "yaml";
+import { z } from "zod";
+
+/**
+ * Target kinds, their capability table and their settings (docs/reference/targets.md prints the
+ * table from here, and a test holds the page to it). Pure: no I/O.
+ */
+
+export const TargetKindName = z.enum(["hosts", "hetzner", "aws", "e2b", "daytona", "modal", "prime"]);
+export type TargetKindName = z.infer<typeof TargetKindName>;
+
+export const TARGET_CAPABILITIES = [
+  "multi_service",
+  "snapshot",
+  "fork",
+  "pause",
+  "egress_control",
+  "exec_streaming",
+  "files",
+  "port_tunnels",
+  "gpu",
+] as const;
+export const TargetCapability = z.enum(TARGET_CAPABILITIES);
+export type TargetCapability = z.infer<typeof TargetCapability>;
+
+/** What each capability means, as the reference page says it. */
+export const CAPABILITY_MEANINGS: Record<TargetCapability, string> = {
+  multi_service: "a whole compose file, several services and their volumes",
+  snapshot: "consistent snapshots of all services and volumes",
+  fork: "new environments from a version",
+  pause: "freezing services (the snapshot's frozen window)",
+  egress_control: "internal network, default routes removed, host firewall, the egress probe",
+  exec_streaming: "exec with streamed stdin/stdout/stderr",
+  files: "tar upload and download with the special-file check",
+  port_tunnels: "TCP tunnels to a service port (denv port-forward)",
+  gpu: "GPU devices in services",
+};
+
+type CapabilityRow = Record<TargetCapability, boolean>;
+
+/** Every capability a denvd host has: denv's own runtime. GPU devices are refused by denv's compose subset. */
+const DENVD: CapabilityRow = {
+  multi_service: true,
+  snapshot: true,
+  fork: true,
+  pause: true,
+  egress_control: true,
+  exec_streaming: true,
+  files: true,
+  port_tunnels: true,
+  gpu: false,
+};
+
+export interface TargetKindSpec {
+  /** `hosts` (machines you join), `provisioned` (machines denv creates in your cloud account), `hosted` (a sandbox provider). */
+  family: "hosts" | "provisioned" | "hosted";
+  /** Whether this control plane has the driver (a target of a kind without one is refused). */
+  available: boolean;
+  capabilities: CapabilityRow;
+  /** What enforces the protections on this kind (the protection evidence names it). */
+  enforcedBy: string;
+}
+
+/**
+ * The capability table. Provisioned kinds run denvd on the machines they create, so they can do
+ * what `hosts` does. Hosted kinds are listed with what their drivers are planned to rely on; they
+ * are not available, and placement refuses what a row lacks.
+ */
+export const TARGET_KINDS: Record<TargetKindName, TargetKindSpec> = {
+  hosts: { family: "hosts", available: true, capabilities: DENVD, enforcedBy: "denvd" },
+  hetzner: { family: "provisioned", available: true, capabilities: DENVD, enforcedBy: "denvd" },
+  aws: { family: "provisioned", available: false, capabilities: DENVD, enforcedBy: "denvd" },
+  e2b: {
+    family: "hosted",
+    available: false,
+    capabilities: { ...DENVD, multi_service: false, fork: false, egress_control: false },
+    enforcedBy: "e2b",
+  },
+  daytona: {
+    family: "hosted",
+    available: false,
+    capabilities: { ...DENVD, fork: false, egress_control: false, gpu: false },
+    enforcedBy: "daytona",
+  },
+  modal: {
+    family: "hosted",
+    available: false,
+    capabilities: { ...DENVD, multi_service: false, pause: false, egress_control: false },
+    enforcedBy: "modal",
+  },
+  prime: {
+    family: "hosted",
+    available: false,
+    capabilities: { ...DENVD, snapshot: false, fork: false, pause: false, egress_control: false },
+    enforcedBy: "prime",
+  },
+};
+
+/** GET /v1/targets/kinds */
+export const TargetKindInfo = z.object({
+  kind: TargetKindName,
+  family: z.enum(["hosts", "provisioned", "hosted"]),
+  available: z.boolean(),
+  capabilities: z.record(TargetCapability, z.boolean()),
+  /** The settings `targets add` takes for this kind, and the credentials it reads. */
+  settings: z.array(z.string()),
+  credentials: z.array(z.object({ name: z.string(), env: z.string() })),
+});
+export type TargetKindInfo = z.infer<typeof TargetKindInfo>;
+export const TargetKindList = z.object({ kinds: z.array(TargetKindInfo) });
+
+// ---- settings
+
+/** A Hetzner Cloud or AWS label/tag value as denv writes it: Hetzner's label rules. */
+const LABEL_KEY = /^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$/;
+const LABEL_VALUE = /^([a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?)?$/i;
+
+export interface SettingSpec {
+  /** One line: what the value must be. */
+  rule: string;
+  /** The value, or undefined when it does not follow the rule. */
+  parse(raw: unknown): unknown;
+  default?: unknown;
+  required?: boolean;
+}
+
+const text = (re: RegExp, rule: string, fallback?: string, required = false): SettingSpec => ({
+  rule,
+  default: fallback,
+  required,
+  parse: (v) => (typeof v === "string" && re.test(v) ? v : undefined),
+});
+const int = (min: number, fallback: number): SettingSpec => ({
+  rule: `a whole number >= ${min}`,
+  default: fallback,
+  parse: (v) => {
+    const n = typeof v === "number" ? v : typeof v === "string" && /^\d+$/.test(v) ? Number(v) : Number.NaN;
+    return Number.isInteger(n) && n >= min ? n : undefined;
+  },
+});
+const url = (fallback?: string): SettingSpec => ({
+  rule: "an http:// or https:// URL",
+  default: fallback,
+  parse: (v) => {
+    if (typeof v !== "string" || !/^https?:\/\/[^\s]+$/.test(v)) return undefined;
+    try {
+      return new URL(v).toString().replace(/\/$/, "");
+    } catch {
+      return undefined;
+    }
+  },
+});
+/** `k=v,k2=v2` (the CLI) or an object (the API). */
+const labels: SettingSpec = {
+  rule: "k=v pairs separated by commas, keys and values of letters, digits, '.', '-' and '_'",
+  default: {},
+  parse: (v) => {
+    const pairs: [string, unknown][] =
+      typeof v === "string"
+        ? v
+            .split(",")
+            .filter((s) => s !== "")
+            .map((s) => {
+              const i = s.indexOf("=");
+              return i < 0 ? [s, undefined] : [s.slice(0, i), s.slice(i + 1)];
+            })
+        : v && typeof v === "object" && !Array.isArray(v)
+          ? Object.entries(v)
+          : [["", undefined]];
+    const out: Record<string, string> = {};
+    for (const [k, val] of pairs) {
+      if (!LABEL_KEY.test(k) || typeof val !== "string" || !LABEL_VALUE.test(val)) return undefined;
+      out[k] = val;
+    }
+    return out;
+  },
+};
+
+const NAME_RULE = "letters, digits, '.', '-' and '_'";
+const WORD = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
+
+const MACHINES: Record<string, SettingSpec> = {
+  min_machines: int(0, 0),
+  max_machines: int(1, 1),
+  idle_shutdown_minutes: int(0, 30),
+  labels,
+};
+
+export interface KindSettings {
+  settings: Record<string, SettingSpec>;
+  /** Secret settings: stored encrypted, never returned; the CLI reads each from `env`. */
+  credentials: ReadonlyArray<{ name: string; env: string }>;
+}
+
+export const TARGET_SETTINGS: Record<TargetKindName, KindSettings> = {
+  hosts: { settings: {}, credentials: [] },
+  hetzner: {
+    settings: {
+      location: text(WORD, NAME_RULE, "fsn1"),
+      server_type: text(WORD, NAME_RULE, "cx22"),
+      image: text(WORD, NAME_RULE, "debian-12"),
+      ...MACHINES,
+      base_url: url("https://api.hetzner.cloud/v1"),
+    },
+    credentials: [{ name: "api_token", env: "HCLOUD_TOKEN" }],
+  },
+  aws: {
+    settings: {
+      region: text(/^[a-z]{2}(-[a-z]+)+-\d$/, "an AWS region such as eu-central-1", undefined, true),
+      instance_type: text(WORD, NAME_RULE, "t3.medium"),
+      image: text(/^ami-[0-9a-f]{8,17}$/, "an AMI id (ami-...)", undefined, true),
+      ...MACHINES,
+      endpoint: url(),
+    },
+    credentials: [
+      { name: "access_key_id", env: "AWS_ACCESS_KEY_ID" },
+      { name: "secret_access_key", env: "AWS_SECRET_ACCESS_KEY" },
+    ],
+  },
+  e2b: {
+    settings: { base_url: url("https://api.e2b.dev") },
+    credentials: [{ name: "api_key", env: "E2B_API_KEY" }],
+  },
+  daytona: {
+    settings: { base_url: url("https://app.daytona.io/api") },
+    credentials: [{ name: "api_key", env: "DAYTONA_API_KEY" }],
+  },
+  modal: {
+    settings: { base_url: url("https://api.modal.com") },
+    credentials: [
+      { name: "token_id", env: "MODAL_TOKEN_ID" },
+      { name: "token_secret", env: "MODAL_TOKEN_SECRET" },
+    ],
+  },
+  prime: {
+    settings: { base_url: url("https://api.primeintellect.ai") },
+    credentials: [{ name: "api_key", env: "PRIME_API_KEY" }],
+  },
+};
+
+export const TargetMessages = {
+  unknownSetting: (kind: string, key: string, known: readonly string[]) =>
+    `'${key}' is not a setting of ${kind} targets; they take ${known.length ? known.join(", ") : "none"}`,
+  badSetting: (kind: string, key: string, value: string, rule: string) =>
+    `${kind} setting ${key}=${value} is not valid: expected ${rule}`,
+  missingSetting: (kind: string, key: string, rule: string) =>
+    `${kind} targets need the setting ${key} (${rule})`,
+  unknownCredential: (kind: string, key: string, known: readonly string[]) =>
+    `'${key}' is not a credential of ${kind} targets; they take ${known.length ? known.join(", ") : "none"}`,
+  missingCredential: (kind: string, key: string, env: string) =>
+    `${kind} targets need the credential ${key}: set ${env} (denv targets add reads it from there)`,
+  minAboveMax: (min: number, max: number) =>
+    `min_machines=${min} is more than max_machines=${max}: the target could never hold its minimum`,
+  /** Placement: the file needs a capability the target's kind lacks (nothing was created). */
+  capabilityMissing: (target: string, kind: string, capability: string, why: string) =>
+    `target '${target}' (kind ${kind}) cannot run this environment: it lacks ${capability}, which ${why}`,
+  targetInUse: (target: string, count: number) =>
+    `target ${target} has ${count} host(s) or machine(s): remove them first (denv hosts rm, or min_machines=0 and wait for idle shutdown)`,
+  localTarget: "the local target cannot be removed: denv up joins this machine's denvd to it",
+  notProvisioned: (target: string, kind: string) =>
+    `target ${target} is of kind ${kind}, which has no machines: only provisioned kinds (hetzner, aws) do`,
+  /** Placement on a provisioned target with no host that takes the environment yet. */
+  machineStarting: (target: string, machine: string) =>
+    `no host in target '${target}' takes this environment yet: machine ${machine} is being created for it and joins when it has booted; deploy again once denv targets machines ${target} shows it joined`,
+  reconcileFailed: (target: string, why: string) =>
+    `target ${target} was not reconciled with its provider: ${why}`,
+  bundleMissing: (path: string) =>
+    `the denvd bundle is not built (${path}): run npm run -s build, then node packages/denvd/scripts/bundle.mjs`,
+  atMaxMachines: (target: string, max: number) =>
+    `no host in target '${target}' takes this environment and it already has max_machines=${max} machines: raise max_machines or free room`,
+} as const;
+
+export type TargetSettings = Record<string, unknown>;
+
+/**
+ * Validates a kind's settings (strings from the CLI or JSON values from the API) and fills the
+ * defaults; throws an Error with one line naming the first setting that is wrong.
+ */
+export function parseTargetSettings(kind: TargetKindName, given: Record<string, unknown>): TargetSettings {
+  const spec = TARGET_SETTINGS[kind].settings;
+  const known = Object.keys(spec);
+  const out: TargetSettings = {};
+  for (const [key, raw] of Object.entries(given)) {
+    const s = spec[key];
+    if (!s) throw new Error(TargetMessages.unknownSetting(kind, key, known));
+    const v = s.parse(raw);
+    if (v === undefined) {
+      throw new Error(
+        TargetMessages.badSetting(kind, key, typeof raw === "string" ? raw : JSON.stringify(raw), s.rule),
+      );
+    }
+    out[key] = v;
+  }
+  for (const [key, s] of Object.entries(spec)) {
+    if (key in out) continue;
+    if (s.required) throw new Error(TargetMessages.missingSetting(kind, key, s.rule));
+    if (s.default !== undefined) out[key] = s.default;
+  }
+  if (typeof out.min_machines === "number" && typeof out.max_machines === "number") {
+    if (out.min_machines > out.max_machines) {
+      throw new Error(TargetMessages.minAboveMax(out.min_machines, out.max_machines));
+    }
+  }
+  return out;
+}
+
+/** Checks a kind's credentials: every one present and non-empty, none unknown. */
+export function parseTargetCredentials(
+  kind: TargetKindName,
+  given: Record<string, unknown>,
+): Record<string, string> {
+  const creds = TARGET_SETTINGS[kind].credentials;
+  const out: Record<string, string> = {};
+  for (const key of Object.keys(given)) {
+    if (!creds.some((c) => c.name === key)) {
+      throw new Error(
+        TargetMessages.unknownCredential(
+          kind,
+          key,
+          creds.map((c) => c.name),
+        ),
+      );
+    }
+  }
+  for (const c of creds) {
+    const v = given[c.name];
+    if (typeof v !== "string" || v === "")
+      throw new Error(TargetMessages.missingCredential(kind, c.name, c.env));
+    out[c.name] = v;
+  }
+  return out;
+}
+
+/** What an environment needs of its target, and why (a refusal quotes the reason). */
+export interface EnvironmentNeeds {
+  /** Services in the file. */
+  services: number;
+  /** The project kind: rl-environment needs the egress probe and snapshots for its verifier. */
+  kind: "rl-environment" | "service";
+}
+
+/** The first capability `needs` asks of `kind` that the kind lacks, with why it is needed. */
+export function missingCapability(
+  kind: TargetKindName,
+  needs: EnvironmentNeeds,
+): { capability: TargetCapability; why: string } | undefined {
+  const caps = TARGET_KINDS[kind].capabilities;
+  const asked: Array<[TargetCapability, string]> = [];
+  if (needs.services > 1) asked.push(["multi_service", `a file of ${needs.services} services needs`]);
+  asked.push(["snapshot", "every deploy needs to record its version"]);
+  asked.push(["exec_streaming", "exec into the environment needs"]);
+  asked.push(["files", "the files API needs"]);
+  if (needs.kind === "rl-environment") {
+    asked.push(["fork", "an rl-environment needs for its verifier and sandboxes"]);
+    asked.push(["egress_control", "an rl-environment's egress protection needs"]);
+  }
+  const found = asked.find(([c]) => !caps[c]);
+  return found && { capability: found[0], why: found[1] };
+}
+
+/** A provisioned target's machine, as GET /v1/targets/:target/machines lists it. */
+export const Machine = z.object({
+  id: z.string(),
+  target: z.string(),
+  /** The provider's id of the server. */
+  provider_id: z.string().optional(),
+  status: z.enum(["creating", "running", "joined", "deleting", "deleted", "failed"]),
+  /** What it costs: provider, machine type and location (e.g. hetzner/cx22/fsn1). */
+  cost_class: z.string(),
+  /** The host it joined as, once denvd joined. */
+  host_id: z.string().optional(),
+  error: z.string().optional(),
+  created_at: z.string(),
+  updated_at: z.string(),
+});
+export type Machine = z.infer<typeof Machine>;
+export const MachineList = z.object({ machines: z.array(Machine) });
+
+/**
+ * What a compose file asks of its target, read without validating it (the host validates): how
+ * many services it has. Undefined when the text is not a mapping with `services`.
+ */
+export function composeServiceCount(text: string): number | undefined {
+  try {
+    const doc = parseDocument(text, { uniqueKeys: false }).toJS({ maxAliasCount: 100 }) as unknown;
+    const services = doc && typeof doc === "object" ? (doc as Record<string, unknown>).services : undefined;
+    return services && typeof services === "object" && !Array.isArray(services)
+      ? Object.keys(services).length
+      : undefined;
+  } catch {
+    return undefined;
+  }
+}
