@@ -70,6 +70,14 @@ export const CpConfig = z.object({
    */
   placementTransferMbps: z.coerce.number().positive().max(1e6).default(200),
   /**
+   * How a version goes from host to host: `relay` (through this control plane's host streams;
+   * hosts need no inbound port), `direct` (the sender connects to the receiver's transfer
+   * listener with a ticket from the cp; a receiver without one fails the transfer) or `auto`
+   * (direct where the receiver offers a listener the cp accepts, else, and after a failed direct
+   * attempt, the relay). docs/reference/protocol.md#direct-transfers.
+   */
+  transferPath: z.enum(["relay", "direct", "auto"]).default("relay"),
+  /**
    * The key target credentials are sealed with (AES-256-GCM): 32 bytes, base64. Without it the
    * first start writes one to <data-dir>/credential-key (mode 0600) and later starts read it.
    */
@@ -122,6 +130,7 @@ export const SETTINGS: ReadonlyArray<{
     flag: "--placement-transfer-mbps",
     env: "DENV_CP_PLACEMENT_TRANSFER_MBPS",
   },
+  { key: "transferPath", flag: "--transfer-path", env: "DENV_CP_TRANSFER_PATH" },
   { key: "credentialKey", flag: "--credential-key", env: "DENV_CP_CREDENTIAL_KEY", secret: true },
   {
     key: "credentialKeysPrevious",

@@ -133,6 +133,7 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
     log,
     commandTimeoutMs: config.commandTimeoutMs,
     resumeTimeoutMs: config.resumeTimeoutMs,
+    transferPath: config.transferPath,
     afterVersion: (project) => versions.applyRetention(project),
     afterDeploy: (project: string, size: number | undefined): Promise<void> =>
       pools.recordFileSize(project, size),

@@ -54,6 +54,19 @@ export const DenvdConfig = z.object({
     .int("must be a whole number of bytes")
     .positive("must be a positive number of bytes")
     .optional(),
+  /**
+   * Where this host takes direct version transfers from other hosts (DENVD_TRANSFER_LISTEN,
+   * --transfer-listen): IP:PORT ([v6]:PORT); 0.0.0.0 or [::] listens everywhere and lets the control plane
+   * use the address this host's connection comes from. Unset: no listener, every transfer to this
+   * host goes through the control plane's relay.
+   */
+  transferListen: z
+    .string()
+    .refine(
+      (v) => parseListen(v) !== undefined,
+      "must be IP:PORT (an IPv6 address in brackets), port 1-65535",
+    )
+    .optional(),
 });
 export type DenvdConfig = z.infer<typeof DenvdConfig>;
 
@@ -70,6 +83,7 @@ export interface Flags {
   force?: boolean;
   insecure?: boolean;
   "capacity-memory"?: string;
+  "transfer-listen"?: string;
 }
 
 export class ConfigError extends Error {
@@ -87,6 +101,7 @@ const SOURCES: Record<string, string> = {
   name: "--name / DENVD_NAME",
   insecure: "--insecure / DENVD_INSECURE",
   capacityMemory: "--capacity-memory / DENVD_CAPACITY_MEMORY",
+  transferListen: "--transfer-listen / DENVD_TRANSFER_LISTEN",
 };
 
 /** DENVD_INSECURE: 1/true/yes or 0/false/no (anything else is refused, not guessed). */
@@ -114,6 +129,7 @@ export function loadConfig(flags: Flags, env: Readonly<Record<string, string | u
     force: flags.force ?? false,
     insecure: flags.insecure ?? parseBool(env.DENVD_INSECURE),
     capacityMemory: flags["capacity-memory"] ?? nonEmpty(env.DENVD_CAPACITY_MEMORY),
+    transferListen: flags["transfer-listen"] ?? nonEmpty(env.DENVD_TRANSFER_LISTEN),
   };
   const parsed = DenvdConfig.safeParse(raw);
   if (!parsed.success) {
@@ -129,6 +145,15 @@ export function loadConfig(flags: Flags, env: Readonly<Record<string, string | u
 /** The configuration as it may be logged: secrets replaced. */
 export function redact(config: DenvdConfig): Record<string, unknown> {
   return { ...config, joinToken: config.joinToken ? "[redacted]" : undefined };
+}
+
+/** IP:PORT or [IPv6]:PORT, the port 1-65535; undefined when it is neither. */
+export function parseListen(v: string): { host: string; port: number } | undefined {
+  const m = /^(?:\[([0-9a-fA-F:.]+)\]|([0-9.]+)):(\d{1,5})$/.exec(v);
+  const host = m?.[1] ?? m?.[2];
+  const port = Number(m?.[3]);
+  if (!host || isIP(host) !== (m?.[1] ? 6 : 4) || !(port >= 1 && port <= 65535)) return undefined;
+  return { host, port };
 }
 
 const LOOPBACK = new BlockList();

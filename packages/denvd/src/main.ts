@@ -35,6 +35,7 @@ const VERBS = {
       url: { type: "string" },
       insecure: { type: "boolean" },
       "capacity-memory": { type: "string" },
+      "transfer-listen": { type: "string" },
     },
   },
   status: { options: common },

@@ -382,6 +382,19 @@ export const TransferMessages = {
   /** Every attempt failed; what the receiver staged was discarded and nothing was registered there. */
   failed: (version: string, from: string, to: string, why: string) =>
     `the transfer of ${version} from host ${from} to host ${to} failed: ${why}; nothing of it was kept on ${to}`,
+  /** A direct connection to a host's transfer listener, refused before any byte of a version. */
+  directRefused: (why: string) => `version transfer: direct connection refused: ${why}`,
+  directNoTicket: "no ticket",
+  directWrongTicket: "the ticket is not one this host was given",
+  directUsedTicket: "the ticket was used already",
+  directExpiredTicket: "the ticket expired",
+  /** A direct receive whose sender never came. */
+  directNoSender: (version: string, from: string) =>
+    `version transfer: ${from} did not connect with its ticket for ${version} before the ticket expired`,
+  directOtherVersion: (version: string, from: string) => `the ticket is not for ${version} from ${from}`,
+  /** The control plane does not send a host to an address its connection does not come from. */
+  directAddressRefused: (host: string, advertised: string, peer: string) =>
+    `host ${host} advertises transfer address ${advertised}, but its connection comes from ${peer}`,
 } as const;
 
 /** The most warm forks one project's pool keeps. */

@@ -16,8 +16,10 @@ export const DeployState = z.object({
   target: z.string(),
   compose_file: z.string(),
   /** The spooled upload; deleted when the deployment ends. */
-  spool: z.string(),
-  source: SourceEvidence,
+  spool: z.string().optional(),
+  source: SourceEvidence.optional(),
+  /** Or: the repository and ref the host fetches (a deploy --ref, a GitHub push). */
+  git: z.object({ url: z.string(), ref: z.string(), max_bytes: z.number().int().positive() }).optional(),
   /** Placement labels the deploy asked for (?placement=k=v,...); absent in rows from before them. */
   placement: z.record(z.string(), z.string()).optional(),
 });
@@ -53,4 +55,7 @@ export const TransferValue = z.object({
   skipped_special: z.number().int(),
   duration_ms: z.number(),
   mib_per_s: z.number(),
+  /** Which way the bytes went (the last attempt's), and why that way. */
+  path: z.enum(["relay", "direct"]).optional(),
+  path_reason: z.string().optional(),
 });

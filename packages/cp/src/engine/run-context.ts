@@ -31,10 +31,14 @@ export interface EngineDeps {
   commandTimeoutMs: number;
   /** After a restart, how long the command that was in flight may take to be answered. */
   resumeTimeoutMs: number;
+  /** How versions go from host to host (relay, direct, auto); relay when unset. */
+  transferPath?: "relay" | "direct" | "auto";
   /** Called after a deployment recorded a version (the retention policy runs there). */
   afterVersion(project: string): Promise<void>;
   /** Called after a deploy succeeded, with the pool size its file asks for (x-denv.pool). */
   afterDeploy?(project: string, poolSize: number | undefined): Promise<void>;
+  /** The HTTP authorization a host fetches a project's repository with (GitHub App projects). */
+  gitAuthorization?(project: string): Promise<string | undefined>;
 }
 
 export interface CommandOptions {

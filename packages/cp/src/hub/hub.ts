@@ -20,6 +20,7 @@ import { errorMessage, type Log } from "../log.js";
 import { checkedAnswer } from "./answer-check.js";
 import { HostSession } from "./host-session.js";
 import type { InboundStream, OutboundStream } from "./streams.js";
+import { type DirectRoute, directRoute } from "./transfer-route.js";
 
 /** What the hub tells the rest of the cp about hosts coming and going. */
 export interface HostLifecycle {
@@ -128,6 +129,8 @@ export class HostHub {
   private static readonly MAX_BEAT_SLICES = 100;
   private readonly beatSlices: number;
   private sessions = new Map<string, HostSession>();
+  /** Each session's direct transfer listener, as checked at its hello. */
+  private routes = new WeakMap<HostSession, DirectRoute | undefined>();
   /** The connected hosts by heartbeat slice: a tick visits its own slice, not every session. */
   private readonly slices: Array<Set<string>>;
   /** Per host, the lifecycle call (online, offline) running now: the next one waits for it. */
@@ -153,17 +156,32 @@ export class HostHub {
     this.heartbeatTimer.unref();
   }
 
-  /** Takes an authenticated host socket; the session starts with the host's hello. */
-  accept(socket: WebSocket, hostId: string): void {
+  /**
+   * Takes an authenticated host socket; the session starts with the host's hello. `peer`: the
+   * address the connection comes from (a direct transfer listener must be there).
+   */
+  accept(socket: WebSocket, hostId: string, peer?: string): void {
     if (this.closing) {
       socket.close(1001, "the control plane is shutting down");
       return;
     }
     new HostSession(hostId, socket, {
-      hello: (s, hello) => this.onHello(s, hello),
+      hello: (s, hello) => {
+        const route = directRoute(hostId, hello.transfer_listen, peer);
+        this.routes.set(s, route);
+        if (route && "refused" in route)
+          this.options.log.warn("direct transfers refused", { host: hostId, why: route.refused });
+        return this.onHello(s, hello);
+      },
       frame: (s, frame) => this.onFrame(s, frame),
       closed: (s, reason) => this.onClosed(s, reason),
     });
+  }
+
+  /** Where a host takes direct transfers, as its current connection's hello said and was checked. */
+  directRoute(hostId: string): DirectRoute | undefined {
+    const s = this.sessions.get(hostId);
+    return s ? this.routes.get(s) : undefined;
   }
 
   isOnline(hostId: string): boolean {

@@ -105,7 +105,7 @@ export function hostRoutes(s: Services): Route[] {
       tag: "hosts",
       auth: "host",
       responses: [{ status: 101, description: "Upgraded; the host sends hello first" }],
-      handler: (socket, { hostId }) => s.hub.accept(socket, hostId),
+      handler: (socket, { hostId, req }) => s.hub.accept(socket, hostId, req.socket.remoteAddress),
     }),
   ];
 }

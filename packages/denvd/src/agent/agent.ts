@@ -10,6 +10,7 @@ import {
 } from "@denv/spec/protocol/frames";
 import type { z } from "zod";
 import type { Runtime } from "../runtime/runtime.js";
+import type { TransferListener } from "../transfer/direct.js";
 import { type AbortCode, abortCode, CommandAborted, type CommandContext } from "./command-context.js";
 import { errorText } from "./connection.js";
 import { buildHello } from "./hello.js";
@@ -38,6 +39,8 @@ export interface AgentOptions {
   log: Log;
   /** Scratch space (deploy sources), under the state dir. */
   tmpDir: string;
+  /** The listener for direct version transfers (--transfer-listen), announced in hello. */
+  transfer?: TransferListener | undefined;
 }
 
 interface Running {
@@ -254,6 +257,7 @@ export class Agent {
       streams: this.streams,
       signal,
       tmpDir: this.o.tmpDir,
+      transfer: this.o.transfer,
       log: this.o.log,
       line: (text) => void this.send({ v: PROTOCOL_VERSION, type: "progress", id, line: text }),
       phases: (interruptible) => phaseFrames(id, (f) => void this.send(f), signal, interruptible),

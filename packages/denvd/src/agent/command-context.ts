@@ -2,6 +2,7 @@ import type { CommandKind, CommandPayloads, CommandResults } from "@denv/spec";
 import type { z } from "zod";
 import type { PhaseListener } from "../runtime/phase-listener.js";
 import type { Runtime } from "../runtime/runtime.js";
+import type { TransferListener } from "../transfer/direct.js";
 import type { Log } from "./log.js";
 import type { StreamRegistry } from "./streams.js";
 
@@ -15,6 +16,8 @@ export interface CommandContext {
   signal: AbortSignal;
   /** Scratch space under the state dir (deploy sources). */
   tmpDir: string;
+  /** This host's listener for direct version transfers (--transfer-listen), if it has one. */
+  transfer?: TransferListener | undefined;
   log: Log;
   /** Sends a log line (a progress frame). */
   line(text: string): void;

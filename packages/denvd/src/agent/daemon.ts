@@ -1,6 +1,7 @@
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { Runtime } from "../runtime/runtime.js";
+import type { TransferListener } from "../transfer/direct.js";
 import { Agent } from "./agent.js";
 import { type Backoff, Connection } from "./connection.js";
 import type { HostFile } from "./host-file.js";
@@ -19,6 +20,8 @@ export interface DaemonOptions {
   labels: Record<string, string>;
   /** Caps the memory hello reports (--capacity-memory). */
   capacityMemory?: number;
+  /** IP:PORT for direct version transfers from other hosts (--transfer-listen). */
+  transferListen?: { host: string; port: number } | undefined;
   log: Log;
   heartbeatMs?: number;
   backoff?: Backoff;
@@ -45,6 +48,12 @@ export async function startDaemon(o: DaemonOptions): Promise<Daemon> {
   const prune = setInterval(() => void journal.prune().catch(() => undefined), PRUNE_EVERY_MS);
   prune.unref();
 
+  let transfer: TransferListener | undefined;
+  if (o.transferListen) {
+    const { TransferListener } = await import("../transfer/direct.js");
+    transfer = await TransferListener.open(o.transferListen, o.log);
+    o.log("transfer listener open", { address: transfer.address });
+  }
   const agent = new Agent({
     runtime: o.runtime,
     journal,
@@ -52,6 +61,7 @@ export async function startDaemon(o: DaemonOptions): Promise<Daemon> {
     capacityMemory: o.capacityMemory,
     log: o.log,
     tmpDir,
+    transfer,
   });
   const connection = new Connection({
     url: o.host.url,
@@ -74,6 +84,7 @@ export async function startDaemon(o: DaemonOptions): Promise<Daemon> {
         o.log("stopping with commands running", { running: left, note: "reconciled at the next start" });
       clearInterval(prune);
       await connection.stop();
+      await transfer?.close();
     },
   };
 }

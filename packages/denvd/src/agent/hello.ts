@@ -25,6 +25,8 @@ export async function buildHello(o: {
   journal: Journal;
   labels: Record<string, string>;
   capacityMemory?: number | undefined;
+  /** The transfer listener's address, as it listens (--transfer-listen). */
+  transfer?: { address: string } | undefined;
 }): Promise<HelloFrame> {
   const held = await o.runtime.list();
   return {
@@ -46,5 +48,6 @@ export async function buildHello(o: {
     versions: held.versions.map((v) => v.id),
     unfinished: await o.journal.unfinished(),
     capabilities: { binary_data: true },
+    ...(o.transfer ? { transfer_listen: o.transfer.address } : {}),
   };
 }

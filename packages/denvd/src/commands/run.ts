@@ -2,7 +2,7 @@ import { ExitCodes } from "@denv/spec/messages";
 import { startDaemon } from "../agent/daemon.js";
 import { readHostFile } from "../agent/host-file.js";
 import type { Log } from "../agent/log.js";
-import { type DenvdConfig, insecureUrlRefusal, redact } from "../config.js";
+import { type DenvdConfig, insecureUrlRefusal, parseListen, redact } from "../config.js";
 import { Runtime } from "../runtime/runtime.js";
 import type { Output } from "./output.js";
 
@@ -36,6 +36,7 @@ export async function run(config: DenvdConfig, out: Output, log: Log): Promise<n
     host: { url, credential: host.credential },
     labels: config.labels,
     capacityMemory: config.capacityMemory,
+    transferListen: config.transferListen ? parseListen(config.transferListen) : undefined,
     log,
   });
   const signal = await stopping;

@@ -3,7 +3,7 @@ export const USAGE = `denvd: the denv sidecar (one per host; drives the local Do
 
 usage:
   denvd join --url URL --token JOIN_TOKEN [--name NAME] [--label k=v]... [--state-dir DIR] [--force] [--insecure] [--json]
-  denvd run [--state-dir DIR] [--docker-socket PATH] [--store auto|btrfs|copy] [--label k=v]... [--url URL] [--insecure] [--capacity-memory BYTES]
+  denvd run [--state-dir DIR] [--docker-socket PATH] [--store auto|btrfs|copy] [--label k=v]... [--url URL] [--insecure] [--capacity-memory BYTES] [--transfer-listen IP:PORT]
   denvd status [--state-dir DIR] [--json]
   denvd doctor [--state-dir DIR] [--docker-socket PATH] [--json]
   denvd --help | --version
@@ -18,4 +18,5 @@ environment (a flag wins over its variable):
   DENVD_NAME             host name asked for at join
   DENVD_INSECURE         1: accept a plain http:// URL of another machine (join, run)
   DENVD_CAPACITY_MEMORY  bytes of memory offered to denv (run; default: the machine's)
+  DENVD_TRANSFER_LISTEN  IP:PORT that takes direct version transfers from other hosts (run; default: none)
 `;

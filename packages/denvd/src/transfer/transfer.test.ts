@@ -1,10 +1,12 @@
-import { createHash } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
+import net from "node:net";
 import { PassThrough, Writable } from "node:stream";
-import { TransferRecordType, TransferResume } from "@denv/spec";
+import { TransferMessages, TransferRecordType, TransferResume } from "@denv/spec";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Runtime } from "../runtime/runtime.js";
 import { openTestRuntime, writeProject } from "../testing/harness.js";
+import { dialDirect, TransferListener } from "./direct.js";
 import { receiveVersion } from "./receive.js";
 import { manifestOf, sendVersion } from "./send.js";
 import { stagingDir } from "./staging.js";
@@ -175,6 +177,161 @@ describe("version transfer", () => {
     const fork = await b.fork("xfer@v1", { name: "f2" });
     expect(await digests(b, fork.id)).toEqual(want);
   });
+});
+
+/** One line written to the receiver's transfer listener, and its one-line answer. */
+async function knock(address: string, line: string): Promise<string> {
+  const [host, port] = [
+    address.slice(0, address.lastIndexOf(":")),
+    Number(address.slice(address.lastIndexOf(":") + 1)),
+  ];
+  const s = net.connect({ host, port });
+  s.write(`${line}\n`);
+  let text = "";
+  for await (const c of s) text += (c as Buffer).toString("utf8");
+  return text;
+}
+
+const ticket = () => randomBytes(32).toString("base64url");
+
+describe("the direct path: a receiver's transfer listener", () => {
+  let a: Rt;
+  let b: Rt;
+  let listener: TransferListener;
+  const refusals: string[] = [];
+
+  beforeAll(async () => {
+    a = await openTestRuntime();
+    b = await openTestRuntime();
+    await a.deploy({ project: "direct", projectDir: await writeProject({ "compose.yaml": COMPOSE }) });
+    await a.exec("direct/alpha", {
+      service: "db",
+      user: "0",
+      shell:
+        "head -c 3000000 /dev/urandom > /var/lib/db/blob && mkdir -p /var/lib/db/t && echo y > /var/lib/db/t/f",
+    });
+    await a.snapshot("direct/alpha");
+    listener = await TransferListener.open({ host: "127.0.0.1", port: 0 }, (_m, f) =>
+      refusals.push(String(f?.why ?? "")),
+    );
+  });
+  afterAll(async () => {
+    await listener?.close();
+    await b?.[Symbol.asyncDispose]();
+    await a?.[Symbol.asyncDispose]();
+  });
+
+  /** A receive of `version` that takes its records from the connection presenting `t`. */
+  function receiveDirect(version: string, t: string, onResume: (r: TransferResume) => void) {
+    const waiting = listener.expect({
+      ticket: t,
+      version,
+      from: a.host.hostId,
+      expiresAt: Date.now() + 60_000,
+    });
+    const result = receiveVersion(b.host, version, a.host.hostId, {
+      inbound: (async function* () {
+        yield* (await waiting.socket) as AsyncIterable<Buffer>;
+      })(),
+      sendResume: async (line) => onResume(TransferResume.parse(JSON.parse(line.toString("utf8")))),
+    });
+    result.catch(() => undefined);
+    return { result, cancel: () => waiting.cancel("test over") };
+  }
+
+  const refused = (why: string) => `${JSON.stringify({ error: TransferMessages.directRefused(why) })}\n`;
+
+  it("refuses no ticket, a wrong ticket and a line that is not a hello, one line each; the real sender then moves the version", {
+    timeout: 120_000,
+  }, async () => {
+    const t = ticket();
+    let resumed!: (r: TransferResume) => void;
+    const resume = new Promise<TransferResume>((r) => {
+      resumed = r;
+    });
+    const r = receiveDirect("direct@v1", t, (x) => resumed(x));
+    const hello = (more: Record<string, unknown>) =>
+      JSON.stringify({ version: "direct@v1", from: a.host.hostId, ...more });
+    expect(await knock(listener.address, hello({}))).toBe(refused(TransferMessages.directNoTicket));
+    expect(await knock(listener.address, hello({ ticket: ticket() }))).toBe(
+      refused(TransferMessages.directWrongTicket),
+    );
+    expect(await knock(listener.address, "GET / HTTP/1.1")).toBe(
+      refused("the first line is not a transfer hello"),
+    );
+    expect(refusals).toHaveLength(3);
+    // Nothing was registered, and the receive still waits for the ticket's holder.
+    expect(await b.host.records.getVersion("direct@v1")).toBeUndefined();
+
+    const socket = await dialDirect(
+      { address: listener.address, ticket: t, to: b.host.hostId },
+      { version: "direct@v1", from: a.host.hostId },
+      new AbortController().signal,
+    );
+    await sendVersion(
+      a.host,
+      "direct@v1",
+      await resume,
+      new RecordWriter(socket),
+      new AbortController().signal,
+    );
+    await new Promise<void>((done) => socket.end(done));
+    const got = await r.result;
+    expect(got.record.receivedFrom).toBe(a.host.hostId);
+    const fork = await b.fork("direct@v1", { name: "f" });
+    expect(await digests(b, fork.id)).toEqual(await digests(a, "direct/alpha"));
+    await b.destroy(fork.id);
+
+    // The ticket was spent: presented again, it is refused, whoever presents it.
+    await expect(
+      dialDirect(
+        { address: listener.address, ticket: t, to: b.host.hostId },
+        { version: "direct@v1", from: a.host.hostId },
+        new AbortController().signal,
+      ),
+    ).rejects.toThrow(TransferMessages.directRefused(TransferMessages.directUsedTicket));
+  });
+
+  it("a ticket presented for another version (or by another sender) is spent and fails the receive; nothing is registered", async () => {
+    await b.deleteVersion("direct@v1");
+    const t = ticket();
+    const r = receiveDirect("direct@v1", t, () => undefined);
+    const why = TransferMessages.directOtherVersion("direct@v1", a.host.hostId);
+    expect(
+      await knock(listener.address, JSON.stringify({ ticket: t, version: "direct@v9", from: a.host.hostId })),
+    ).toBe(refused(why));
+    await expect(r.result).rejects.toThrow(TransferMessages.directRefused(why));
+    expect(await b.host.records.getVersion("direct@v1")).toBeUndefined();
+    // Spent: the right version with it is refused too.
+    expect(
+      await knock(listener.address, JSON.stringify({ ticket: t, version: "direct@v1", from: a.host.hostId })),
+    ).toBe(refused(TransferMessages.directUsedTicket));
+    await b.deleteVersion("direct@v1");
+  });
+
+  it("an expired ticket is refused and the receive says its sender never came", async () => {
+    const t = ticket();
+    const waiting = listener.expect({
+      ticket: t,
+      version: "direct@v1",
+      from: a.host.hostId,
+      expiresAt: Date.now() + 50,
+    });
+    await expect(waiting.socket).rejects.toThrow(TransferMessages.directNoSender("direct@v1", a.host.hostId));
+    expect(
+      await knock(listener.address, JSON.stringify({ ticket: t, version: "direct@v1", from: a.host.hostId })),
+    ).toBe(refused(TransferMessages.directExpiredTicket));
+  });
+
+  async function digests(rt: Rt, id: string): Promise<string> {
+    return (
+      await rt.exec(id, {
+        service: "db",
+        user: "0",
+        shell: "cd /var/lib/db && find . -printf '%p %y %m %U %G %s %l\\n' | sort && sha256sum blob t/f",
+      })
+    ).stdout.toString();
+  }
 });
 
 describe("a hostile sender", () => {

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { ExecRequest } from "../exec.js";
 import { type PhaseName, Phases } from "../phases.js";
-import { TransferResume } from "./transfer.js";
+import { DirectReceive, DirectSend, TransferResume } from "./transfer.js";
 
 /** What the control plane asks of a host; each kind has a payload and a result schema. */
 export const CommandKind = z.enum([
@@ -85,14 +85,25 @@ export const CommandPayloads = {
   "version.delete": z.object({ version: z.string() }),
   /**
    * The holder of a version streams it (docs/reference/protocol.md#version-transfer) on `stream`,
-   * from `resume`: the receiver's answer to "what do you have already".
+   * from `resume`: the receiver's answer to "what do you have already". With `direct`, the
+   * records go on a connection to the receiver instead (the stream then carries none).
    */
-  "version.send": z.object({ version: z.string(), stream: z.string(), resume: TransferResume }),
+  "version.send": z.object({
+    version: z.string(),
+    stream: z.string(),
+    resume: TransferResume,
+    direct: DirectSend.optional(),
+  }),
   /**
    * The receiver writes its resume point (one JSON line) on `stream`, then reads the version's
    * records from it and registers the version once every part checked out. `from`: the sender.
    */
-  "version.receive": z.object({ version: z.string(), stream: z.string(), from: z.string() }),
+  "version.receive": z.object({
+    version: z.string(),
+    stream: z.string(),
+    from: z.string(),
+    direct: DirectReceive.optional(),
+  }),
   "host.gc": z.object({}),
 } satisfies Record<CommandKind, z.ZodType>;
 
@@ -101,6 +112,8 @@ export type CommandPayload<K extends CommandKind> = z.input<(typeof CommandPaylo
 
 // ---- the phases each command reports (progress frames), in order ----
 
+   * With `direct`, the records come on the one connection to this host's transfer listener that
+   * presents the ticket (the stream still carries the resume point, and the cp's word to stop).
 const MATERIALIZE = ["place", "restore", "start", "health", "probe"] as const satisfies readonly PhaseName[];
 
 /**

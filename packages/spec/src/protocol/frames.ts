@@ -49,6 +49,13 @@ export const HelloFrame = z.object({
   /** Commands journalled but not done (received or started), for reconciliation. */
   unfinished: z.array(z.string()),
   capabilities: PeerCapabilities.optional(),
+  /**
+   * Where this host takes direct version transfers from other hosts (denvd --transfer-listen):
+   * `HOST:PORT`, the host part an IP address; an unspecified one (0.0.0.0, ::) means "the
+   * address my connection to you comes from". The control plane checks it against that address
+   * before it sends another host there (docs/reference/protocol.md#direct-transfers).
+   */
+  transfer_listen: z.string().max(64).optional(),
 });
 
 /** cp -> host. `id` is the idempotency key: a re-sent id returns the recorded result. */

@@ -124,3 +124,39 @@ export const TransferEvidence = z.object({
   duration_ms: z.number().int(),
 });
 export type TransferEvidence = z.infer<typeof TransferEvidence>;
+
+/**
+ * A direct transfer's ticket (docs/reference/protocol.md#direct-transfers): minted by the control
+ * plane for one (version, sender, receiver), given to both, presented once by the sender on its
+ * connection to the receiver's transfer listener. 32 random bytes, base64url.
+ */
+export const TransferTicket = z.string().regex(/^[A-Za-z0-9_-]{43}$/, "a ticket is 43 base64url characters");
+
+/** version.receive's `direct`: take the version from a connection presenting `ticket`. */
+export const DirectReceive = z.object({
+  ticket: TransferTicket,
+  /** Epoch ms: a connection presenting the ticket later is refused, and the receive fails. */
+  expires_at: z.number().int(),
+});
+
+/** version.send's `direct`: connect to the receiver's transfer listener and present `ticket`. */
+export const DirectSend = z.object({
+  /** HOST:PORT, as the control plane checked it. */
+  address: z.string().max(64),
+  ticket: TransferTicket,
+  /** The receiving host's id (the sender names it in its hello line). */
+  to: z.string(),
+});
+export type DirectSend = z.infer<typeof DirectSend>;
+
+/** The first line on a direct connection, sender -> receiver. */
+export const DirectHello = z.object({
+  ticket: z.string().max(128).optional(),
+  version: z.string().max(512),
+  from: z.string().max(256),
+});
+export type DirectHello = z.infer<typeof DirectHello>;
+
+/** The receiver's answer line: `{ok: true}`, or the refusal and the connection closes. */
+export const DirectAnswer = z.object({ ok: z.literal(true) }).or(z.object({ error: z.string() }));
+export type DirectAnswer = z.infer<typeof DirectAnswer>;

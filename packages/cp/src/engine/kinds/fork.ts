@@ -44,6 +44,7 @@ async function restore(
         to: place.hostId,
         id: `${ctx.d.id}.transfer`,
         timeoutMs: ctx.deps.commandTimeoutMs,
+        path: ctx.deps.transferPath,
       });
       return { value: out, evidence: out };
     });
