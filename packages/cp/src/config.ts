@@ -86,6 +86,14 @@ export const CpConfig = z.object({
   credentialKeysPrevious: CommaList.pipe(z.array(CredentialKey)).default([]),
   /** How often provisioned targets are reconciled with their provider's machines. */
   provisionIntervalMs: NumberSetting(100).default(60_000),
+  /** The GitHub App (push-to-deploy): its id, its private key (PEM file) and its webhook secret. */
+  githubAppId: z.coerce.number().int().positive().optional(),
+  githubPrivateKeyFile: z.string().min(1).optional(),
+  githubWebhookSecret: z.string().min(1).optional(),
+  /** GitHub's REST API (GitHub Enterprise Server: https://HOST/api/v3). */
+  githubApiUrl: z.url().default("https://api.github.com"),
+  /** Where repositories are cloned from: <url>/OWNER/REPO.git (GitHub Enterprise Server: https://HOST). */
+  githubWebUrl: z.url().default("https://github.com"),
 });
 export type CpConfig = z.output<typeof CpConfig>;
 export type CpConfigInput = z.input<typeof CpConfig>;
@@ -139,6 +147,16 @@ export const SETTINGS: ReadonlyArray<{
     secret: true,
   },
   { key: "provisionIntervalMs", flag: "--provision-interval-ms", env: "DENV_CP_PROVISION_INTERVAL_MS" },
+  { key: "githubAppId", flag: "--github-app-id", env: "DENV_CP_GITHUB_APP_ID" },
+  { key: "githubPrivateKeyFile", flag: "--github-private-key-file", env: "DENV_CP_GITHUB_PRIVATE_KEY_FILE" },
+  {
+    key: "githubWebhookSecret",
+    flag: "--github-webhook-secret",
+    env: "DENV_CP_GITHUB_WEBHOOK_SECRET",
+    secret: true,
+  },
+  { key: "githubApiUrl", flag: "--github-api-url", env: "DENV_CP_GITHUB_API_URL" },
+  { key: "githubWebUrl", flag: "--github-web-url", env: "DENV_CP_GITHUB_WEB_URL" },
 ];
 
 /** Flags (`--x v` or `--x=v`) over environment variables over defaults. */
@@ -173,7 +191,8 @@ export function redactConfig(c: CpConfig): Record<string, unknown> {
   const out: Record<string, unknown> = { ...c };
   for (const s of SETTINGS) {
     const v = out[s.key];
-    if (s.secret && typeof v === "string") out[s.key] = v.replace(/\/\/([^:/@]+):[^@]*@/, "//$1:***@");
+    if (s.secret && typeof v === "string")
+      out[s.key] = s.key === "databaseUrl" ? v.replace(/\/\/([^:/@]+):[^@]*@/, "//$1:***@") : "***";
   }
   for (const key of ["credentialKey", "credentialKeysPrevious"] as const) {
     if (out[key] !== undefined) out[key] = "***";

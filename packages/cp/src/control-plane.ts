@@ -1,4 +1,4 @@
-import { mkdir, readdir, rm } from "node:fs/promises";
+import { mkdir, readdir, readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { type App, buildApp } from "./app.js";
 import { CpConfig, type CpConfigInput, resolvePaths } from "./config.js";
@@ -6,6 +6,8 @@ import { DeploymentEngine } from "./engine/engine.js";
 import { DeploymentEvents } from "./engine/events.js";
 import { HostLoad } from "./engine/host-load.js";
 import { Placer } from "./engine/placement.js";
+import { GithubApp } from "./github/github-app.js";
+import { GithubService } from "./github/github-service.js";
 import { Metrics } from "./http/metrics.js";
 import { DEFAULT_WEB_DIR } from "./http/web-assets.js";
 import { HostHub } from "./hub/hub.js";
@@ -135,17 +137,35 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
     resumeTimeoutMs: config.resumeTimeoutMs,
     transferPath: config.transferPath,
     afterVersion: (project) => versions.applyRetention(project),
+    gitAuthorization: async (project): Promise<string | undefined> =>
+      (await github.gitSource(project))?.authorization,
     afterDeploy: (project: string, size: number | undefined): Promise<void> =>
       pools.recordFileSize(project, size),
   });
   const projects = new ProjectService(store, versions);
-  const deployments = new DeploymentService(store, engine, projects, {
-    spoolDir,
-    maxSourceBytes: config.maxSourceBytes,
-  });
+  const deployments = new DeploymentService(
+    store,
+    engine,
+    projects,
+    { spoolDir, maxSourceBytes: config.maxSourceBytes },
+    async (project): Promise<string | undefined> => (await github.gitSource(project))?.url,
+  );
   const pools = new PoolService(store, deployments, hub, log, POOLS, {
     commandTimeoutMs: config.commandTimeoutMs,
     intervalMs: options.poolIntervalMs || 2000,
+  });
+  const github: GithubService = new GithubService(store, engine, projects, deployments, log, {
+    app:
+      config.githubAppId && config.githubPrivateKeyFile
+        ? new GithubApp({
+            appId: config.githubAppId,
+            privateKeyPem: await readFile(config.githubPrivateKeyFile, "utf8"),
+            apiUrl: config.githubApiUrl,
+          })
+        : undefined,
+    webhookSecret: config.githubWebhookSecret,
+    webUrl: config.githubWebUrl,
+    publicUrl: () => services.publicUrl,
   });
   const [host, port] = splitListen(config.listen);
   const environments = new EnvironmentService(store, hub, projects, config.commandTimeoutMs);
@@ -165,6 +185,7 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
     pools,
     targets,
     hosts,
+    github,
     publicUrl: config.publicUrl ?? `http://${config.listen}`,
   };
 
@@ -188,6 +209,8 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
   if (!config.publicUrl) services.publicUrl = url;
 
   await removeStaleSpools(spoolDir, store);
+  // Check runs first, so that the resumed deployments' phases reach them.
+  await github.resume();
   const resumed = await engine.resumeAll();
   const sweeper = setInterval(() => {
     services.sandboxes

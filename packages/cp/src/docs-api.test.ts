@@ -3,7 +3,13 @@ import { mkdtemp, readFile, rm, symlink } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { ControlPlaneMessages, HOSTS_PAGE, HostMessages, JoinTokenMessages } from "@denv/spec";
+import {
+  ControlPlaneMessages,
+  GithubMessages,
+  HOSTS_PAGE,
+  HostMessages,
+  JoinTokenMessages,
+} from "@denv/spec";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestCp, type TestCp } from "./testing/harness.js";
 
@@ -96,7 +102,9 @@ describe("docs/reference/api.md", () => {
     const flat = doc.replace(/\s+/g, " ");
     for (const m of Object.values(JoinTokenMessages)) expect(doc).toContain(`\n${m}\n`);
     expect(flat).toContain(ControlPlaneMessages.targetKindNotAvailable("<kind>"));
-    expect(flat).toContain(ControlPlaneMessages.gitRefNotAvailable);
+    expect(flat).toContain(ControlPlaneMessages.noRepo("<name>"));
+    for (const m of [GithubMessages.notInstalled("OWNER/REPO"), GithubMessages.badSignature])
+      expect(flat).toContain(m);
     expect(flat).toContain(ControlPlaneMessages.hostOffline("<id>"));
     expect(flat).toContain(ControlPlaneMessages.versionInUse("<id>", ["<environments>"]));
     expect(flat).toContain(ControlPlaneMessages.projectHasEnvironments("<name>", "<n>" as unknown as number));

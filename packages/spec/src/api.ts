@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { ExecRequest } from "./exec.js";
+import { GitRef } from "./github.js";
 import { MAX_POOL_SIZE } from "./messages.js";
 import { DeploymentKind, PhaseName } from "./phases.js";
 import { TargetKindName } from "./targets.js";
@@ -390,7 +391,7 @@ export const CreateTarget = z.object({
 });
 
 /** JSON body of POST /v1/projects/:project/deploy for a project that deploys from its repo. */
-export const DeployGitRequest = z.object({ git_ref: z.string() });
+export const DeployGitRequest = z.object({ git_ref: GitRef });
 
 export const TokenList = z.object({ tokens: z.array(ApiToken) });
 export const ProjectList = z.object({ projects: z.array(Project) });

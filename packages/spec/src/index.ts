@@ -4,6 +4,7 @@ export * from "./compose/index.js";
 export * from "./episode.js";
 export * from "./errors.js";
 export * from "./exec.js";
+export * from "./github.js";
 export * from "./labels.js";
 export * from "./messages.js";
 export * from "./names.js";

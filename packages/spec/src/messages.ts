@@ -430,8 +430,9 @@ export const ControlPlaneMessages = {
   wrongAnswer: (host: string, kind: string, why: string) =>
     `host ${host} answered ${kind} for something it was not asked about (${why}); the result is not recorded`,
   targetKindNotAvailable: (kind: string) => `target kind ${kind} is not available yet`,
-  gitRefNotAvailable:
-    "deploying from a git ref is not available yet: upload the project folder as a tar (denv deploy does this)",
+  /** A git deploy of a project that has no repository. */
+  noRepo: (project: string) =>
+    `project ${project} has no repository: create it with --repo URL, connect it (denv projects connect-github OWNER/REPO), or upload the folder`,
   noOnlineHost: (target: string) =>
     `no online host in target '${target}': join one with denvd join --url URL --token TOKEN`,
   hostOffline: (host: string) =>

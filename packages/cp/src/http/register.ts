@@ -1,4 +1,4 @@
-import type { Readable } from "node:stream";
+import { Readable } from "node:stream";
 import { ControlPlaneMessages, DenvError } from "@denv/spec";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { z } from "zod";
@@ -21,6 +21,21 @@ export interface Authenticators {
 type Ctx = RouteContext<AnyObject, AnyObject, z.ZodType>;
 
 const contexts = new WeakMap<FastifyRequest, Ctx>();
+const rawBodies = new WeakMap<FastifyRequest, Buffer>();
+
+/** Reads the body's bytes (refusing more than maxBytes) and hands the parser a copy of them. */
+async function keepRawBody(req: FastifyRequest, payload: Readable, maxBytes: number): Promise<Readable> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const c of payload) {
+    size += (c as Buffer).length;
+    if (size > maxBytes) throw new DenvError("invalid_request", `the body is larger than ${maxBytes} bytes`);
+    chunks.push(c as Buffer);
+  }
+  const buf = Buffer.concat(chunks);
+  rawBodies.set(req, buf);
+  return Readable.from([buf]);
+}
 
 function isStream(body: unknown): body is Readable {
   return typeof (body as Readable | null)?.pipe === "function";
@@ -60,6 +75,7 @@ export function registerRoutes(app: FastifyInstance, routes: readonly Route[], a
         query,
         body,
         raw: req.body,
+        ...(rawBodies.has(req) ? { rawBody: rawBodies.get(req) } : {}),
         get principal(): Principal {
           return principal ?? noPrincipal();
         },
@@ -91,10 +107,18 @@ export function registerRoutes(app: FastifyInstance, routes: readonly Route[], a
       });
       continue;
     }
+    const raw = r.rawBody;
     app.route({
       method: r.method,
       url: r.path,
       preValidation,
+      ...(raw
+        ? {
+            bodyLimit: raw.maxBytes,
+            preParsing: (req: FastifyRequest, _reply: FastifyReply, payload: Readable) =>
+              keepRawBody(req, payload, raw.maxBytes),
+          }
+        : {}),
       handler: async (req, reply) => {
         const ctx = ctxOf(req);
         if (r.kind === "raw") {

@@ -28,6 +28,8 @@ export interface RouteContext<P extends AnyObject, Q extends AnyObject, B extend
   /** The parsed JSON body (absent when the route takes none, or got a binary body: see `raw`). */
   body: z.output<B>;
   raw: FastifyRequest["body"];
+  /** The body's bytes as they arrived (routes with `rawBody`). */
+  rawBody?: Buffer;
   /** The caller (routes with auth token or admin). */
   principal: Principal;
   hostId: string;
@@ -53,6 +55,8 @@ interface RouteBase<P extends AnyObject, Q extends AnyObject, B extends z.ZodTyp
   body?: B;
   /** Binary request bodies accepted (e.g. application/x-tar), described in OpenAPI. */
   binaryBody?: { contentTypes: string[]; description: string };
+  /** Keep the body's exact bytes (up to maxBytes) as ctx.rawBody, e.g. to check a signature over them. */
+  rawBody?: { maxBytes: number };
   responses: ResponseSpec[];
   /** The docs example for this route (docs/reference/api.md), when one is worth giving. */
   description?: string;

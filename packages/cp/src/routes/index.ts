@@ -5,6 +5,7 @@ import { environmentRoutes } from "./environments.js";
 import { episodeRoutes } from "./episodes.js";
 import { execRoutes } from "./exec.js";
 import { fileRoutes } from "./files.js";
+import { githubRoutes } from "./github.js";
 import { hostRoutes } from "./hosts.js";
 import { poolRoutes } from "./pools.js";
 import { projectRoutes } from "./projects.js";
@@ -21,6 +22,7 @@ export function allRoutes(s: Services, openapi: () => unknown): Route[] {
     ...tokenRoutes(s),
     ...projectRoutes(s),
     ...deploymentRoutes(s),
+    ...githubRoutes(s),
     ...environmentRoutes(s),
     ...execRoutes(s),
     ...fileRoutes(s),

@@ -1,3 +1,4 @@
+import type { GithubService } from "../github/github-service.js";
 import type { Metrics } from "../http/metrics.js";
 import type { HostHub } from "../hub/hub.js";
 import type { Store } from "../store/store.js";
@@ -30,6 +31,7 @@ export interface Services {
   pools: PoolService;
   targets: TargetService;
   hosts: HostService;
+  github: GithubService;
   /** The URL clients and hosts reach this control plane at. */
   publicUrl: string;
 }

@@ -41,6 +41,8 @@ export class DeploymentService {
     private readonly engine: DeploymentEngine,
     private readonly projects: ProjectService,
     private readonly options: DeploymentServiceOptions,
+    /** A connected project's clone URL (GitHub), which wins over the project's repo. */
+    private readonly gitRepo?: (project: string) => Promise<string | undefined>,
   ) {}
 
   async deploy(
@@ -48,17 +50,32 @@ export class DeploymentService {
     project: string,
     q: { environment: string; target?: string | undefined; placement?: Record<string, string> | undefined },
     source: DeploySource,
+    /** A caller's own id for the deployment (a GitHub delivery's), so it is created once. */
+    id = newId("dep"),
   ): Promise<Deployment> {
     const proj = await this.projects.require(p, project);
     checkName("environment", q.environment);
     const target = q.target ?? LOCAL_TARGET;
     if (!(await this.store.getTarget(target))) throw NotFound.target(target);
     if (source.kind === "git") {
-      if (!proj.repo)
-        throw new DenvError("invalid_request", `project ${project} has no repo: upload the folder as a tar`);
-      throw new DenvError("invalid_request", ControlPlaneMessages.gitRefNotAvailable);
+      // The host that builds fetches the commit itself (the engine adds a connected project's
+      // installation token when it sends the command): the cp holds no copy of the source.
+      const repo = (await this.gitRepo?.(project)) ?? proj.repo;
+      if (!repo) throw new DenvError("invalid_request", ControlPlaneMessages.noRepo(project));
+      const d = await this.engine.create({
+        id,
+        kind: "deploy",
+        project,
+        environment: `${project}/${q.environment}`,
+        request: {
+          target,
+          compose_file: proj.composePath,
+          git: { url: repo, ref: source.ref, max_bytes: this.options.maxSourceBytes },
+          ...(q.placement ? { placement: q.placement } : {}),
+        },
+      });
+      return presentDeployment(d);
     }
-    const id = newId("dep");
     const startedAt = nowIso();
     const spooled = await spoolSource(source.body, this.options.spoolDir, id, this.options.maxSourceBytes);
     const spool = source.sourceSha256

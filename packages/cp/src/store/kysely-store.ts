@@ -1,6 +1,7 @@
 import { DenvError } from "@denv/spec";
 import { type Kysely, Migrator } from "kysely";
 import { nowIso } from "../ids.js";
+import { type GithubStore, KyselyGithubStore } from "./github-store.js";
 import { migrationProvider } from "./migrations.js";
 import type {
   DeploymentRecord,
@@ -72,7 +73,11 @@ async function holdersOf(db: Kysely<Database>, versionId: string): Promise<strin
 
 /** The Store over Kysely; the dialect (SQLite or PostgreSQL) is chosen by `openStore`. */
 export class KyselyStore implements Store {
-  constructor(private readonly db: Kysely<Database>) {}
+  readonly github: GithubStore;
+
+  constructor(private readonly db: Kysely<Database>) {
+    this.github = new KyselyGithubStore(db as Kysely<unknown>);
+  }
 
   async migrate(): Promise<void> {
     const { error, results } = await new Migrator({

@@ -211,6 +211,41 @@ const migrations: Record<string, Migration> = {
       await db.schema.createIndex("machines_target").on("machines").column("target").execute();
     },
   },
+  // GitHub push-to-deploy: which repository (and branch) each project is connected to, the
+  // deliveries already handled (GitHub re-sends on timeouts; each is acted on once), and the check
+  // run of each deployment a push started (so a restarted cp completes it).
+  "0005_github": {
+    async up(db: Kysely<unknown>): Promise<void> {
+      await db.schema
+        .createTable("github_connections")
+        .addColumn("project", "text", (c) => c.primaryKey())
+        .addColumn("repository", "text", (c) => c.notNull().unique())
+        .addColumn("branch", "text", (c) => c.notNull())
+        .addColumn("installation_id", "integer")
+        .addColumn("clone_url", "text", (c) => c.notNull())
+        .addColumn("created_at", "text", (c) => c.notNull())
+        .execute();
+      await db.schema
+        .createTable("github_deliveries")
+        .addColumn("id", "text", (c) => c.primaryKey())
+        .addColumn("event", "text", (c) => c.notNull())
+        .addColumn("outcome", "text", (c) => c.notNull())
+        .addColumn("deployment_id", "text")
+        .addColumn("received_at", "text", (c) => c.notNull())
+        .execute();
+      await db.schema
+        .createTable("github_check_runs")
+        .addColumn("deployment_id", "text", (c) => c.primaryKey())
+        .addColumn("repository", "text", (c) => c.notNull())
+        .addColumn("installation_id", "integer", (c) => c.notNull())
+        .addColumn("head_sha", "text", (c) => c.notNull())
+        .addColumn("name", "text", (c) => c.notNull())
+        .addColumn("check_run_id", "integer")
+        .addColumn("completed", "integer", (c) => c.notNull().defaultTo(0))
+        .addColumn("created_at", "text", (c) => c.notNull())
+        .execute();
+    },
+  },
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -1,3 +1,4 @@
+import type { GithubStore } from "./github-store.js";
 import type {
   DeploymentRecord,
   DeploymentStatus,
@@ -32,6 +33,8 @@ export interface EnvironmentFilter {
 export interface Store {
   migrate(): Promise<void>;
   close(): Promise<void>;
+  /** The GitHub integration's rows (connections, deliveries, check runs). */
+  readonly github: GithubStore;
 
   createToken(t: TokenRecord): Promise<void>;
   tokenByHash(hash: string): Promise<TokenRecord | undefined>;

@@ -61,6 +61,13 @@ export class FakeHost {
   readonly journal = new Map<string, Outcome>();
   /** Data received on deploy source streams, by command id. */
   readonly sources = new Map<string, { bytes: number; sha256: string }>();
+  /** The git sources env.deploy asked this host to fetch (a deploy --ref, a GitHub push). */
+  readonly gitFetches: Array<{
+    command: string;
+    url: string;
+    ref: string;
+    authorization?: string | undefined;
+  }> = [];
   /** Commands to fail: kind -> error (each failure is used once). */
   readonly failures = new Map<CommandKind, { code: string; message: string }>();
   /** A rogue host: rewrites the result of a kind before it is sent (attack tests). */
@@ -300,8 +307,17 @@ export class FakeHost {
     };
     switch (c.kind) {
       case "env.deploy": {
-        const { project, environment, source_stream } = CommandPayloads["env.deploy"].parse(p);
-        const r = this.reader(source_stream);
+        const { project, environment, source_stream, git } = CommandPayloads["env.deploy"].parse(p);
+        if (git) {
+          // A fake host fetches nothing: it records what it was asked to fetch, with what.
+          this.gitFetches.push({ command: c.id, ...git });
+          const id = `${project}/${environment}`;
+          const created = hostEnvironment(id, "running", undefined, this.o.caps);
+          await this.progress(c, { env: created });
+          this.environments.set(id, { id, status: "running" });
+          return created;
+        }
+        const r = this.reader(source_stream ?? "");
         const error = await r.ended;
         // As denvd: a source cut off by a dropped connection makes the deploy "interrupted".
         if (error)

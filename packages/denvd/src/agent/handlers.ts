@@ -4,7 +4,8 @@ import type { CommandContext, Handler, HandlerResult, Payload } from "./command-
 import { throwIfAborted } from "./command-context.js";
 import { execCommand } from "./exec-handler.js";
 import { filesGet, filesPut } from "./files-handlers.js";
-import { receiveSource } from "./source.js";
+import { fetchGitSource, type GitSource } from "./git-source.js";
+import { type ProjectSource, receiveSource } from "./source.js";
 import { versionReceive, versionSend } from "./transfer-handlers.js";
 import { tunnel } from "./tunnel.js";
 
@@ -18,25 +19,15 @@ import { tunnel } from "./tunnel.js";
 async function deploy(p: Payload<"env.deploy">, ctx: CommandContext): Promise<HandlerResult<"env.deploy">> {
   const phases = ctx.phases(true);
   phases.start("resolve source");
-  const { inbound } = ctx.streams.open(p.source_stream);
-  const onAbort = () => inbound.fail(`stream ${p.source_stream}: ${String(ctx.signal.reason)}`);
-  ctx.signal.addEventListener("abort", onAbort, { once: true });
-  let source: Awaited<ReturnType<typeof receiveSource>>;
-  try {
-    source = await receiveSource(inbound, ctx.tmpDir);
-  } catch (err) {
-    throwIfAborted(ctx.signal);
-    throw err;
-  } finally {
-    ctx.signal.removeEventListener("abort", onAbort);
-  }
-  // The source is here: the deploy no longer depends on the connection.
-  ctx.streams.close(p.source_stream);
-  await using src = source;
+  const git = p.git ? await gitSource(p.git, ctx) : undefined;
+  await using src = git ?? (await uploadedSource(p.source_stream, ctx));
   phases.end("resolve source", {
     source: { entries: src.entries, bytes: src.bytes, compressed: src.compressed },
+    ...(git ? { git: { url: p.git?.url, commit: git.commit, fetched_bytes: git.fetchedBytes } } : {}),
   });
-  ctx.line(`source: ${src.entries} entries, ${src.bytes} bytes${src.compressed ? " (gzip)" : ""}`);
+  ctx.line(
+    `source: ${src.entries} entries, ${src.bytes} bytes${src.compressed ? " (gzip)" : ""}${git ? ` (git ${git.commit})` : ""}`,
+  );
   // Awaited here: the source directory is removed when this function returns.
   return await ctx.runtime.deploy({
     project: p.project,
@@ -50,6 +41,42 @@ async function deploy(p: Payload<"env.deploy">, ctx: CommandContext): Promise<Ha
     onPhase: phases,
     kind: p.kind,
   });
+}
+
+async function uploadedSource(streamId: string | undefined, ctx: CommandContext): Promise<ProjectSource> {
+  if (streamId === undefined) throw new DenvError("invalid_request", "env.deploy needs source_stream or git");
+  const { inbound } = ctx.streams.open(streamId);
+  const onAbort = () => inbound.fail(`stream ${streamId}: ${String(ctx.signal.reason)}`);
+  ctx.signal.addEventListener("abort", onAbort, { once: true });
+  let source: ProjectSource;
+  try {
+    source = await receiveSource(inbound, ctx.tmpDir);
+  } catch (err) {
+    throwIfAborted(ctx.signal);
+    throw err;
+  } finally {
+    ctx.signal.removeEventListener("abort", onAbort);
+  }
+  // The source is here: the deploy no longer depends on the connection.
+  ctx.streams.close(streamId);
+  return source;
+}
+
+async function gitSource(
+  g: NonNullable<Payload<"env.deploy">["git"]>,
+  ctx: CommandContext,
+): Promise<GitSource> {
+  ctx.line(`fetching ${g.ref} from ${g.url}`);
+  try {
+    return await fetchGitSource(
+      { url: g.url, ref: g.ref, authorization: g.authorization, maxBytes: g.max_bytes },
+      ctx.tmpDir,
+      ctx.signal,
+    );
+  } catch (err) {
+    throwIfAborted(ctx.signal);
+    throw err;
+  }
 }
 
 function fork(p: Payload<"env.fork">, ctx: CommandContext): Promise<HandlerResult<"env.fork">> {

@@ -130,7 +130,7 @@ export class Journal {
       id: cmd.id,
       kind: cmd.kind,
       state: "received",
-      ...(PAYLOAD_KEPT.has(cmd.kind) ? { payload: cmd.payload } : {}),
+      ...(PAYLOAD_KEPT.has(cmd.kind) ? { payload: withoutCredentials(cmd.payload) } : {}),
       deadline: cmd.deadline,
       received_at: new Date().toISOString(),
     });
@@ -165,4 +165,12 @@ export class Journal {
     }
     return removed;
   }
+}
+
+/** A deploy's git authorization (an installation token) is used, never written to disk. */
+function withoutCredentials(payload: Record<string, unknown>): Record<string, unknown> {
+  const git = payload.git;
+  if (typeof git !== "object" || git === null || !("authorization" in git)) return payload;
+  const { authorization: _, ...rest } = git as Record<string, unknown>;
+  return { ...payload, git: rest };
 }

@@ -32,11 +32,21 @@ export const EnvRefPayload = z.object({ environment: z.string() });
 
 export const CommandPayloads = {
   /** `source_stream`: a data stream carrying a tar of the project; the host extracts it to a
-   * temporary directory it removes after the build. */
+   * temporary directory it removes after the build. Or `git`: the host fetches the commit over
+   * git smart HTTP itself (`authorization` is the HTTP header value, an installation token that
+   * expires within the hour; never journalled) and handles its tree as it would an upload. */
   "env.deploy": z.object({
     project: z.string(),
     environment: z.string(),
-    source_stream: z.string(),
+    source_stream: z.string().optional(),
+    git: z
+      .object({
+        url: z.string(),
+        ref: z.string(),
+        authorization: z.string().optional(),
+        max_bytes: z.number().int().positive().optional(),
+      })
+      .optional(),
     compose_file: z.string().optional(),
     /** The project's kind as its admin set it: the host refuses a file that asks for another. */
     kind: z.enum(["rl-environment", "service"]).optional(),

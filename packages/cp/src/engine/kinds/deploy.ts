@@ -16,6 +16,8 @@ import { recordVersion, switchTo } from "./switch.js";
 
 /** The deploy's phases that run inside env.deploy (`resolve source` and `place` are the cp's). */
 const HOST_PHASES: readonly PhaseName[] = ["validate", "build", "start", "health", "probe"];
+/** A deploy from git: the host resolves the source too (it fetches the commit). */
+const GIT_HOST_PHASES: readonly PhaseName[] = ["resolve source", ...HOST_PHASES];
 
 /**
  * deploy: the uploaded source is streamed to the placed host, which validates, builds and starts
@@ -33,10 +35,12 @@ export const deploy: KindRunner = {
       return true;
     });
     // The upload was spooled and hashed when the request came in; the phase records what arrived.
-    await ctx.cpPhase("resolve source", z.boolean(), async () => ({
-      value: true,
-      evidence: { source: req.source },
-    }));
+    // A git source is resolved by the host that builds, after placement.
+    if (!req.git)
+      await ctx.cpPhase("resolve source", z.boolean(), async () => ({
+        value: true,
+        evidence: { source: req.source },
+      }));
     const place = await ctx.cpPhase("place", PlacementValue, async () => {
       // What the file asks of the target, refused here when the target lacks it (nothing exists yet).
       const text = req.spool
@@ -57,18 +61,34 @@ export const deploy: KindRunner = {
     ctx.d.hostId = place.hostId;
     const hostEnv = hostEnvName(ctx.d.environment.split("/")[1] ?? "alpha", ctx.d.id);
     const kind = (await store.getProject(project))?.kind;
+    const git = req.git;
+    const spool = req.spool;
+    // The token is asked for when the command is sent (it expires within the hour) and is never
+    // part of the deployment's row.
+    const authorization =
+      git && !("deploy" in ctx.d.state.steps) ? await ctx.deps.gitAuthorization?.(project) : undefined;
     const created = await ctx.command(
       "deploy",
       place.hostId,
       "env.deploy",
-      (stream) => ({
-        project,
-        environment: hostEnv,
-        source_stream: stream,
-        compose_file: req.compose_file,
-        kind,
-      }),
-      { phases: HOST_PHASES, upload: () => createReadStream(req.spool) },
+      git
+        ? {
+            project,
+            environment: hostEnv,
+            git: { ...git, ...(authorization ? { authorization } : {}) },
+            compose_file: req.compose_file,
+            kind,
+          }
+        : (stream) => ({
+            project,
+            environment: hostEnv,
+            source_stream: stream,
+            compose_file: req.compose_file,
+            kind,
+          }),
+      git || !spool
+        ? { phases: GIT_HOST_PHASES }
+        : { phases: HOST_PHASES, upload: () => createReadStream(spool) },
     );
     const number = await ctx.memo("version-number", z.number(), () => store.nextVersionNumber(project));
     const version = await ctx.command(
@@ -107,6 +127,6 @@ export const deploy: KindRunner = {
 
   async dispose(ctx) {
     const req = DeployState.safeParse(ctx.d.state.request);
-    if (req.success) await rm(req.data.spool, { force: true });
+    if (req.success && req.data.spool) await rm(req.data.spool, { force: true });
   },
 };
