@@ -55,7 +55,7 @@ describe("denv deploy", () => {
     expect(run.stderr).toContain(`uploading ${dir} to quickstart/alpha\n`);
     expect(run.stderr).toContain("  build ...\n  build done (0.0s)\n");
     expect(run.stdout).toMatch(
-      /^deployment dep_\d+ succeeded in [\d.]+s: deploy quickstart\/alpha\nversion quickstart@v2\nshow denv deployments show dep_\d+$/m,
+      /^deployment dep_\d+ succeeded in [\d.]+s: deploy quickstart\/alpha\nversion quickstart@v2\nshow denv deployments show dep_\d+\nopen http:\/\/127\.0\.0\.1:\d+\/deployments\/dep_\d+$/m,
     );
   });
 

@@ -60,7 +60,7 @@ export async function runDeployment(
   if (ctx.bool("no-wait")) {
     ctx.print(
       started,
-      `deployment ${started.id} ${started.status}: ${started.kind} ${started.environment}\nfollow it with: denv deployments log ${started.id} --follow`,
+      `deployment ${started.id} ${started.status}: ${started.kind} ${started.environment}\nfollow it with: denv deployments log ${started.id} --follow\nor open ${dashboardUrl(client.url, started.id)}`,
     );
     return 0;
   }
@@ -72,6 +72,11 @@ export async function runDeployment(
   }
   ctx.print(done, () => [outcome(done), ...summary(done)].join("\n"));
   return 0;
+}
+
+/** The deployment's page in the dashboard the control plane serves (packages/web). */
+export function dashboardUrl(cpUrl: string, id: string): string {
+  return `${cpUrl.replace(/\/+$/, "")}/deployments/${encodeURIComponent(id)}`;
 }
 
 /** --no-wait and --verbose, for every command that starts a deployment. */

@@ -156,6 +156,30 @@ function Timings({ value }: { value: unknown }) {
   return <span>{parts.join(" · ")}</span>;
 }
 
+/** Where an image build ran and what it fetched through the mirror proxy. */
+function Builds({ value }: { value: Rec }) {
+  const mirrors = Array.isArray(value.mirrors) ? value.mirrors.map(str) : [];
+  const requests = Array.isArray(value.requests) ? value.requests.filter(isRec) : [];
+  return (
+    <span>
+      on network <code>{str(value.network)}</code>
+      {mirrors.length > 0 && <> · mirrors only: {mirrors.join(", ")}</>} · {requests.length} request
+      {requests.length === 1 ? "" : "s"}
+      {requests.length > 0 && (
+        <ul className="plain">
+          {requests.slice(0, 50).map((r, i) => (
+            // biome-ignore lint/suspicious/noArrayIndexKey: requests are listed once, in order
+            <li key={i}>
+              {str(r.status)} {str(r.method)} {str(r.host)}
+              {str(r.path)} ({bytes(Number(r.bytes))})
+            </li>
+          ))}
+        </ul>
+      )}
+    </span>
+  );
+}
+
 function Verifier({ value }: { value: Rec }) {
   return (
     <span>
@@ -214,7 +238,9 @@ const LABELS: Record<string, string> = {
 
 function value(key: string, v: unknown): ReactNode {
   if (key === "probe") return <Probe value={v} />;
-  if (key === "caps") return <Caps value={v} />;
+  if (key === "caps" || key === "need") return <Caps value={v} />;
+  if (key === "builds" && isRec(v)) return <Builds value={v} />;
+  if (key === "labels" && isRec(v) && Object.keys(v).length === 0) return "none";
   if (key === "sizes") return <Sizes value={v} />;
   if (key === "timings") return <Timings value={v} />;
   if (key === "candidates" && Array.isArray(v)) return <Candidates value={v} />;
@@ -238,8 +264,26 @@ function value(key: string, v: unknown): ReactNode {
 }
 
 /** A phase's (or an environment's) evidence as a definition list. */
-export function Evidence({ evidence }: { evidence: Rec | undefined }) {
+export function Evidence({ evidence, phase }: { evidence: Rec | undefined; phase?: string }) {
   if (evidence === undefined || Object.keys(evidence).length === 0) return null;
+  // These phases report one object as their whole evidence.
+  if (phase === "probe" && evidence.error === undefined)
+    return (
+      <div className="evidence">
+        <Probe value={evidence} />
+      </div>
+    );
+  if (phase === "run verifier" && typeof evidence.container_id === "string")
+    return (
+      <dl className="evidence">
+        <div className="row">
+          <dt>verifier</dt>
+          <dd>
+            <Verifier value={evidence} />
+          </dd>
+        </div>
+      </dl>
+    );
   // The agent's egress (mirror requests) and the probe's nested findings read best last.
   const entries = Object.entries(evidence).sort(([a], [b]) => order(a) - order(b));
   return (

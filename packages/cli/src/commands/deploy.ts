@@ -7,7 +7,7 @@ import type { CommandSpec } from "../command.js";
 import { composeContextFor, findComposeFile } from "../compose-files.js";
 import { CliError } from "../exit-codes.js";
 import { uploadFilter } from "../ignore.js";
-import { DEPLOYMENT_FLAGS, runDeployment } from "../progress.js";
+import { DEPLOYMENT_FLAGS, dashboardUrl, runDeployment } from "../progress.js";
 
 /** `denv deploy [DIR]`: uploads the project folder (or names a git ref) and follows the phases. */
 export const deploy: CommandSpec = {
@@ -86,8 +86,9 @@ Exits 1 when the deployment fails (the environment stays on its previous version
         ...(typeof (d.result as { version?: unknown } | undefined)?.version === "string"
           ? [`version ${(d.result as { version: string }).version}`]
           : []),
-        // A command a person can run, not a JSON route that needs a bearer token.
+        // A command a person can run and a page a browser opens, not a JSON route that needs a bearer token.
         `show denv deployments show ${d.id}`,
+        `open ${dashboardUrl(ctx.client().url, d.id)}`,
       ],
     );
   },

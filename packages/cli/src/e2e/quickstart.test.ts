@@ -35,6 +35,8 @@ it("scripts/quickstart deploys, forks twice, grades 1.0 and 0.0 and rolls alpha 
       /rolled back: +quickstart\/alpha -> quickstart@v1 +denv deployments show dep_\w+/,
     );
     expect(r.stdout).toMatch(/deployed: +quickstart\/alpha +denv deployments show dep_\w+/);
+    // The deploy's page in the dashboard, served by the same control plane.
+    expect(r.stdout).toMatch(/\ndashboard: +http:\/\/127\.0\.0\.1:\d+\/deployments\/dep_\w+ /);
     // Phases were shown live on stderr.
     for (const phase of ["place", "build", "health", "probe", "snapshot", "switch"])
       expect(r.stderr).toContain(phase);

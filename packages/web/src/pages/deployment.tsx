@@ -108,7 +108,7 @@ export function DeploymentPage({ id }: { id: string }) {
                         : ""}
                   </span>
                 </div>
-                <Evidence evidence={p.evidence} />
+                <Evidence evidence={p.evidence} phase={p.name} />
               </li>
             ))}
           </ol>

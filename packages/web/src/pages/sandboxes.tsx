@@ -46,7 +46,7 @@ export function SandboxesPage() {
                 No sandbox now. <code>denv sandbox create PROJECT</code> or a framework adapter makes one.
               </Empty>
             ) : (
-              <ul className="cards">
+              <ul className="cards wide">
                 {episodes.map((e) => (
                   <SandboxCard key={e.sandbox.id} e={e} />
                 ))}

@@ -29,7 +29,7 @@ export function VersionsPage({ project }: { project: string }) {
           versions.length === 0 ? (
             <Empty>No version yet: a deploy or a snapshot records one.</Empty>
           ) : (
-            <ul className="cards">
+            <ul className="cards wide">
               {versions.map((v) => (
                 <VersionCard key={v.id} v={v} envs={envs} newest={versions[0]?.id === v.id} />
               ))}
