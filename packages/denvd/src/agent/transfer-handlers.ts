@@ -57,7 +57,24 @@ async function sendDirect(
   try {
     socket = await dialDirect(direct, { version: p.version, from: ctx.runtime.host.hostId }, ctx.signal);
     const s = socket;
-    const writer = new RecordWriter(s);
+    // The socket lets go of each batch once the kernel has it: the writer fills it again.
+    const writer = new RecordWriter({
+      writeBatch: (bytes, release) => s.write(bytes, () => release()),
+      drained: () =>
+        new Promise<void>((resolve, reject) => {
+          if (s.destroyed) return reject(new Error(`the connection to ${direct.to} closed`));
+          const done = (err?: Error) => {
+            s.off("drain", onDrain);
+            s.off("close", onClose);
+            if (err) reject(err);
+            else resolve();
+          };
+          const onDrain = () => done();
+          const onClose = () => done(new Error(`the connection to ${direct.to} closed`));
+          s.once("drain", onDrain);
+          s.once("close", onClose);
+        }),
+    });
     const { parts } = await sendVersion(ctx.runtime.host, p.version, p.resume, writer, ctx.signal);
     await new Promise<void>((resolve, reject) => {
       s.once("error", reject);
@@ -144,6 +161,12 @@ function directInbound(
     records: (async function* () {
       socket = await waiting.socket;
       for await (const chunk of socket) yield chunk as Buffer;
+      // The receiver stops reading at the version's last record: an end before it is a broken
+      // link (a killed sender), which the next attempt resumes, not a malformed stream.
+      throw new DenvError(
+        "conflict",
+        `version transfer: the connection from ${p.from} closed before the end`,
+      );
     })(),
     close() {
       waiting.cancel("the receive ended");

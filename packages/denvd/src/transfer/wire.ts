@@ -211,6 +211,9 @@ export interface TransferRecord {
  * The bytes received and not yet read, as the chunks they came in. `take` cuts a view out of
  * the first chunk when it holds all of it (a record body inside one data frame: no copy) and
  * copies only what spans chunks, so a stream of records costs no more than one copy per byte.
+ * What spans chunks is copied into `into` when given (a buffer the caller reuses: a socket's
+ * reads are 64 KiB, so over a direct connection nearly every record spans them, and a new
+ * buffer per record would be garbage for the collector).
  */
 class Chunks {
   private list: Buffer[] = [];
@@ -222,7 +225,7 @@ class Chunks {
     this.length += chunk.length;
   }
 
-  take(n: number): Buffer {
+  take(n: number, into?: Buffer): Buffer {
     const first = this.list[0] as Buffer;
     let out: Buffer;
     if (first.length >= n) {
@@ -230,7 +233,7 @@ class Chunks {
       if (first.length === n) this.list.shift();
       else this.list[0] = first.subarray(n);
     } else {
-      out = Buffer.allocUnsafe(n);
+      out = into && into.length >= n ? into.subarray(0, n) : Buffer.allocUnsafe(n);
       let at = 0;
       while (at < n) {
         const head = this.list[0] as Buffer;
@@ -246,11 +249,18 @@ class Chunks {
   }
 }
 
-/** Records from a byte stream; throws a one-line DenvError at the first bad one. */
+/**
+ * Records from a byte stream; throws a one-line DenvError at the first bad one. A record's body
+ * is valid until the next record is asked for (it may be a view of a buffer reused for the next):
+ * the receiver writes or parses each one before it reads on.
+ */
 export async function* readRecords(source: AsyncIterable<Buffer>): AsyncGenerator<TransferRecord> {
   const chunks = new Chunks();
   let offset = 0;
   const take = (n: number): Buffer => chunks.take(n);
+  /** Bodies that span chunks are copied here; digests into their own. */
+  let scratch = Buffer.allocUnsafe(MAX_TRANSFER_CHUNK);
+  const digestScratch = Buffer.allocUnsafe(DIGEST);
   let want: { type: RecordType; size: number } | undefined;
   for await (const chunk of source) {
     chunks.push(chunk);
@@ -266,9 +276,11 @@ export async function* readRecords(source: AsyncIterable<Buffer>): AsyncGenerato
         want = { type: type as RecordType, size };
       }
       if (chunks.length < want.size + DIGEST) break;
-      // A view of the received bytes where it can be: they are this stream's own, never reused.
-      const body = take(want.size);
-      const digest = take(DIGEST);
+      // A view of the received bytes where it can be (they are this stream's own), else a copy
+      // into the scratch buffer, which the next record reuses.
+      if (want.size > scratch.length) scratch = Buffer.allocUnsafe(want.size);
+      const body = chunks.take(want.size, scratch);
+      const digest = chunks.take(DIGEST, digestScratch);
       if (!createHash("sha256").update(body).digest().equals(digest)) {
         throw bad(offset, "checksum mismatch (the chunk was corrupted on the way)");
       }
