@@ -10,6 +10,7 @@ import {
   DeploymentList,
   Environment,
   EnvironmentList,
+  EpisodeLog,
   type ExecRequest,
   ExecResponse,
   FilesPutResponse,
@@ -27,6 +28,8 @@ import {
   Project,
   ProjectList,
   RemovedHost,
+  type ReplayRequest,
+  ReplayResponse,
   type RollbackRequest,
   SandboxBatch,
   SandboxList,
@@ -302,6 +305,22 @@ export class DenvClient {
   /** Runs the egress probe of an environment now and returns its findings. */
   probe(env: string): Promise<ProbeResult> {
     return this.#http.json("GET", `${envPath(env)}/probe`, ProbeResult);
+  }
+
+  // Episode logs and replay.
+
+  /** One page of an episode's command log (`after`: the `next` of the page before). */
+  episodeLog(env: string, options: { after?: number; limit?: number } = {}): Promise<EpisodeLog> {
+    const query: Query = { after: options.after, limit: options.limit };
+    return this.#http.json("GET", `${envPath(env)}/episode`, EpisodeLog, { query });
+  }
+
+  /**
+   * Runs an episode's log again on a fresh fork of the version it started from (or `from`) and
+   * answers each step's outcome; `fork` is the replayed environment, to verify like any other.
+   */
+  replay(env: string, body: Input<typeof ReplayRequest> = {}): Promise<ReplayResponse> {
+    return this.#http.json("POST", `${envPath(env)}/replay`, ReplayResponse, { json: body });
   }
 
   // Versions.

@@ -60,11 +60,13 @@ from ._models import (
     Deployment,
     DeploymentEvent,
     Environment,
+    EpisodeLog,
     FilesResult,
     Logs,
     Pool,
     ProbeResult,
     Project,
+    ReplayResult,
     VerifyResult,
     Version,
 )
@@ -671,6 +673,67 @@ class Client(ClientBase):
         """
         dep = self._long("POST", env_path(environment, "/verify"), wait=True, on_event=on_event)
         return parse_model(VerifyResult, dep.result, "verify result")
+
+    # ------------------------------------------------------------------ episodes
+
+    def episode_log(
+        self, environment: EnvRef, *, after: int | None = None, limit: int | None = None
+    ) -> EpisodeLog:
+        """One page of an episode's command log: each exec and files put, with its digests.
+
+        Args:
+            environment: ``PROJECT/ENV`` of a fork or a sandbox.
+            after: List the steps after this seq (the ``next`` of the page before).
+            limit: At most this many steps (default 100, at most 1000).
+
+        Returns:
+            The page (``steps``, ``total``, ``dropped``, ``next``, ``started_from``).
+
+        Raises:
+            NotFoundError: No such environment, or the token cannot read it.
+        """
+        params = {k: str(v) for k, v in (("after", after), ("limit", limit)) if v is not None}
+        path = env_path(environment, "/episode")
+        return parse_model(EpisodeLog, self._get_json(path, params or None), path)
+
+    def replay(
+        self,
+        environment: EnvRef,
+        *,
+        from_version: VersionRef | None = None,
+        name: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> ReplayResult:
+        """Runs an episode's log again on a fresh fork and compares each step.
+
+        The fork is of the version the episode started from (or ``from_version``); the steps
+        run in order as the same users in the same services, with the stdin the log kept.
+
+        Args:
+            environment: ``PROJECT/ENV`` of the episode.
+            from_version: Fork this version instead (``PROJECT@vN`` or ``N``).
+            name: The replayed fork's name (default ``replay-XXXXXX``).
+            env: The values of the env keys the log's steps set (the log keeps only names).
+
+        Returns:
+            Each step's outcome, ``diverged``, ``diverged_at`` and the replayed ``fork``.
+
+        Raises:
+            InvalidRequestError: The log cannot be replayed (no steps, steps dropped, a stdin
+                over 64 KiB, an env value missing); nothing was forked.
+            NotFoundError: No such environment or version.
+        """
+        body: dict[str, Any] = {}
+        if from_version is not None:
+            body["from"] = version_id(from_version, env_parts(environment)[0])
+        if name is not None:
+            body["name"] = name
+        if env:
+            body["env"] = dict(env)
+        path = env_path(environment, "/replay")
+        # A replay forks and runs every step before it answers.
+        resp = self._send("POST", path, json_body=body, timeout=httpx.Timeout(3600.0))
+        return parse_model(ReplayResult, resp.json(), path)
 
     # ------------------------------------------------------------------ versions
 

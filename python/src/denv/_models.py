@@ -307,6 +307,99 @@ class ProbeResult(_Model):
     findings: list[str] = Field(default_factory=list)
 
 
+class EpisodeStep(_Model):
+    """One step of an episode's command log: an exec or a files put, and the host's answer.
+
+    Attributes:
+        seq: Its number in the log, from 1.
+        kind: ``exec`` or ``files.put``.
+        started_at: When the control plane sent it (ISO 8601).
+        duration_ms: How long until the host answered.
+        token: The id of the API token that asked.
+        exec: An exec's request as kept: ``cmd`` or ``shell``, ``service``, ``user``, ``cwd``,
+            ``env_keys`` (names only, never values), ``stdin_sha256``, ``stdin_bytes``,
+            ``stdin_kept``, ``streamed``.
+        files: A files put's ``path``, ``sha256`` and ``bytes`` of the tar, ``kept``.
+        result: ``exit_code``, ``stdout_sha256``, ``stderr_sha256`` (and their ``*_bytes``),
+            ``timed_out``, ``truncated``; for a files put ``entries``.
+        error: ``code`` and ``message`` when the call failed.
+    """
+
+    seq: int
+    kind: str
+    started_at: str = ""
+    duration_ms: int = 0
+    token: str = ""
+    exec: dict[str, Any] | None = None
+    files: dict[str, Any] | None = None
+    result: dict[str, Any] | None = None
+    error: dict[str, str] | None = None
+
+
+class EpisodeLog(_Model):
+    """One page of an episode's command log (``EpisodeLog``).
+
+    Attributes:
+        environment: ``PROJECT/ENV`` of the episode.
+        started_from: The version it was forked from.
+        total: Steps kept.
+        dropped: Steps run after the log was full (not kept; such a log cannot be replayed).
+        steps: This page's steps, by seq.
+        next: Pass it as ``after`` for the next page (absent on the last one).
+    """
+
+    environment: str
+    started_from: str | None = None
+    total: int = 0
+    dropped: int = 0
+    steps: list[EpisodeStep] = Field(default_factory=list)
+    next: int | None = None
+
+
+class ReplayStep(_Model):
+    """How one step of a replay compared with the episode (``ReplayStep``).
+
+    Attributes:
+        seq: The step's seq in the episode's log.
+        kind: ``exec`` or ``files.put``.
+        status: ``same`` or ``diverged``.
+        differs: What differs: ``exit_code``, ``stdout``, ``stderr``, ``entries``, ``error``.
+        recorded: The episode's outcome (exit code, digests).
+        replayed: The replay's outcome.
+        error: Why the replayed step failed, if it did.
+    """
+
+    seq: int
+    kind: str
+    status: str
+    differs: list[str] = Field(default_factory=list)
+    recorded: dict[str, Any] = Field(default_factory=dict)
+    replayed: dict[str, Any] = Field(default_factory=dict)
+    error: dict[str, str] | None = None
+
+
+class ReplayResult(_Model):
+    """A replay of an episode's log on a fresh fork (``ReplayResponse``).
+
+    Attributes:
+        environment: The episode replayed.
+        version: The version forked.
+        fork: ``PROJECT/ENV`` of the replayed fork (verify it like any other).
+        steps: Each step's outcome, by seq.
+        diverged: How many steps diverged.
+        diverged_at: The first that did.
+        duration_ms: How long the replay took.
+    """
+
+    environment: str
+    version: str
+    fork: str
+    steps: list[ReplayStep] = Field(default_factory=list)
+    diverged: int = 0
+    diverged_at: int | None = None
+    duration_ms: int = 0
+
+
 class Logs(_Model):
     """A service's output.
 

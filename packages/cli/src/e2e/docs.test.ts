@@ -1,9 +1,12 @@
+import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import { Protection, SpecialFileReasons } from "@denv/spec";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runnableLines } from "./doc-blocks.js";
 import { cli, repo, run, type Stack, startStack } from "./stack.js";
+
+const sha256 = (b: Buffer) => createHash("sha256").update(b).digest("hex");
 
 /**
  * The commands of the how-to pages, run top to bottom against a real stack, so the pages cannot
@@ -57,6 +60,35 @@ describe("docs/how-to pages run as written", () => {
     const t = await runPage("how-to/verify.md");
     expect(t).toMatch(/reward 1\b/);
     expect(t).toContain(Protection.specialFile("/workspace/app/leak", SpecialFileReasons.symlinkEscapes));
+  }, 300_000);
+
+  it("how-to/replay.md: a scripted episode replays with no divergence to the same reward; a nondeterministic step is found at its seq", async () => {
+    const t = await runPage("how-to/replay.md");
+    const after = (cmd: string) => t.split(`$ ${cmd}\n`)[1]?.split("\n$ ")[0] ?? "";
+    // The log: three steps, the script's stdin kept as its digest, env values nowhere.
+    const log = JSON.parse(after("denv episode quickstart/ep-1 --json")) as {
+      total: number;
+      started_from: string;
+      steps: Array<{ exec: { stdin_bytes: number; stdin_sha256?: string; user?: string } }>;
+    };
+    expect(log.total).toBe(3);
+    expect(log.started_from).toMatch(/^quickstart@v\d+$/);
+    const script = readFileSync(path.join(repo, "examples/quickstart/agent/fix.sh"));
+    expect(log.steps[1]?.exec).toMatchObject({ stdin_bytes: script.length, stdin_sha256: sha256(script) });
+    const replayed = after("denv replay quickstart/ep-1 --name ep-1-replay");
+    expect(replayed).toMatch(/^diverged +none$/m);
+    expect(replayed.match(/^\d +exec +same\b/gm)).toHaveLength(3);
+    // The same reward for the episode and for its replay.
+    expect(after("denv verify quickstart/ep-1")).toMatch(/^reward +1$/m);
+    expect(after("denv verify quickstart/ep-1-replay")).toMatch(/^reward +1$/m);
+    const nd = after("denv replay quickstart/ep-2 --name ep-2-replay  # exits 1");
+    expect(nd).toMatch(/^diverged +1, first at step 2$/m);
+    expect(nd).toMatch(/^2 +exec +diverged +0 +0 +stdout$/m);
+    expect(nd).toMatch(/^1 +exec +same\b/m);
+    expect(nd).toMatch(/^3 +exec +same\b/m);
+    // The Python client reads the same log and finds the same step.
+    expect(t).toContain("3 steps: [0, 0, 0]");
+    expect(t).toContain("diverged at step 2 on quickstart/ep-2-py");
   }, 300_000);
 
   it("how-to/connect-a-target.md", async () => {
