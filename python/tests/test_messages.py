@@ -74,3 +74,8 @@ def test_harbor_task_messages() -> None:
         ts_template("unsupported"), file="T/task.toml", key="environment.gpus", reason="why"
     )
     assert messages.harbor_not_empty("O") == render(ts_template("notEmpty"), dir="O")
+
+
+def test_verifiers_host_shell() -> None:
+    got = messages.verifiers_host_shell("bash")
+    assert got == render(ts_template("hostShell"), harness="bash")

@@ -15,9 +15,10 @@ import pytest
 import verifiers.v1 as vf
 from verifiers.v1.utils.loaders import environment_class, taskset_class
 
-from denv import ExecResult
+from denv import ExecResult, messages
 from denv.verifiers import (
     DenvEnv,
+    DenvEnvConfig,
     DenvTask,
     DenvTaskset,
     DenvTasksetConfig,
@@ -122,3 +123,30 @@ def test_the_blogs_load_environment_snippet_runs(taskset_module: str) -> None:
     env = namespace["env"]
     assert isinstance(env, DenvEnv)
     assert env.config.taskset.project == "quickstart"
+
+
+@pytest.mark.parametrize("harness", ["bash", "mini-swe-agent"])
+def test_a_harness_that_runs_commands_on_the_host_is_refused(
+    taskset_module: str, harness: str
+) -> None:
+    # verifiers' bash harness in its subprocess runtime would hand the model a shell on the
+    # machine running the rollouts: the env refuses the seat before any rollout.
+    config = DenvEnvConfig.model_validate(
+        {
+            "taskset": {"id": taskset_module, "project": "quickstart", "prompt": "Fix it."},
+            "agent": {"harness": {"id": harness}, "runtime": {"type": "subprocess"}},
+        }
+    )
+    with pytest.raises(ValueError, match=r"^refused: harness ") as refused:
+        vf.load_environment(config)
+    assert str(refused.value) == messages.verifiers_host_shell(harness)
+
+
+def test_a_harness_in_a_container_runtime_is_accepted(taskset_module: str) -> None:
+    config = DenvEnvConfig.model_validate(
+        {
+            "taskset": {"id": taskset_module, "project": "quickstart", "prompt": "Fix it."},
+            "agent": {"harness": {"id": "bash"}, "runtime": {"type": "docker"}},
+        }
+    )
+    assert isinstance(vf.load_environment(config), DenvEnv)

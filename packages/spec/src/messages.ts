@@ -462,3 +462,12 @@ export const HarborTaskMessages = {
   publicNetwork: (task: string) =>
     `refused: task '${task}' asks for network_mode "public", and public_network=refuse is set; an rl-environment reaches at most the host's package mirrors (protection 5): pass --ek public_network=mirrors for those, or deny to run it without internet`,
 } as const;
+
+/**
+ * denv.verifiers: an agent seat whose harness executes the model's commands itself, in verifiers'
+ * subprocess runtime (on the machine running the rollouts, not in the sandbox), is refused.
+ */
+export const VerifiersMessages = {
+  hostShell: (harness: string) =>
+    `refused: harness '${harness}' would run the model's commands in verifiers' subprocess runtime, on the machine running the rollouts, outside the denv sandbox; the agent acts only in its sandbox (protection 1): keep the default harness (null) or give it a container runtime (--env.agent.runtime.type docker)`,
+} as const;

@@ -7,6 +7,7 @@ import {
   HostRefusals,
   Protection,
   SpecialFileReasons,
+  VerifiersMessages,
 } from "./messages.js";
 
 const doc = readFileSync(new URL("../../../docs/reference/protections.md", import.meta.url), "utf8");
@@ -48,6 +49,10 @@ describe("docs/reference/protections.md lists every exact string", () => {
     for (const surface of ["exec", "files", "compose file", "image", "build", "verify", "probe"]) {
       expect(doc).toMatch(new RegExp(`\\| ${surface}[ ,|]`));
     }
+  });
+
+  it("has denv.verifiers' refusal of a harness that would run commands on the host", () => {
+    expect(doc).toContain(VerifiersMessages.hostShell("<harness>"));
   });
 
   it("has the Harbor adapter's refusal of a task that asks for internet access", () => {

@@ -151,3 +151,22 @@ def harbor_not_empty(dir: str) -> str:
         The exact message.
     """
     return f"{dir} is not empty: write into a new or empty directory"
+
+
+def verifiers_host_shell(harness: str) -> str:
+    """``denv.verifiers``: a harness would run the model's commands on the host.
+
+    ``VerifiersMessages.hostShell`` in messages.ts.
+
+    Args:
+        harness: The harness's id.
+
+    Returns:
+        The exact message.
+    """
+    return (
+        f"refused: harness '{harness}' would run the model's commands in verifiers' subprocess "
+        "runtime, on the machine running the rollouts, outside the denv sandbox; the agent acts "
+        "only in its sandbox (protection 1): keep the default harness (null) or give it a "
+        "container runtime (--env.agent.runtime.type docker)"
+    )

@@ -8,6 +8,7 @@ from typing import Any
 
 from .._async_client import AsyncClient
 from .._errors import DenvError, NotFoundError
+from ..messages import verifiers_host_shell
 
 try:
     import verifiers.v1 as vf  # type: ignore[import-untyped,unused-ignore]
@@ -43,7 +44,22 @@ class DenvEnv(vf.Env[DenvEnvConfig]):  # type: ignore[misc]
     the destruction lives here: every sandbox ``DenvTask.setup`` created during the episode is
     destroyed when the episode ends, whether it was graded, failed or cancelled. (Paired with
     another env, a denv taskset's sandboxes are destroyed by their TTL instead.)
+
+    Args:
+        config: The env's config.
+
+    Raises:
+        ValueError: The agent's harness executes the model's commands itself and its runtime
+            is verifiers' ``subprocess`` one (they would run on this machine, not in the
+            sandbox); the message is ``denv.messages.verifiers_host_shell``.
     """
+
+    def __init__(self, config: DenvEnvConfig) -> None:
+        super().__init__(config)
+        for name, harness in self._harnesses.items():
+            runtime = self._agent_specs[name].runtime
+            if harness.EXECUTES_CODE and isinstance(runtime, vf.SubprocessConfig):
+                raise ValueError(verifiers_host_shell(harness.config.id))
 
     async def run(self, task: Any, agents: Any) -> None:
         """Runs the agent on ``task``, then destroys the episode's sandboxes.

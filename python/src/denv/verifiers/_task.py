@@ -69,15 +69,20 @@ class DenvTask(vf.Task[DenvTaskData, DenvState, DenvTaskConfig]):  # type: ignor
             runtime: The harness's runtime (unused: commands go to the sandbox).
 
         Raises:
-            DenvError: The sandbox could not be created (e.g. ``EgressLeakError``); the
-                rollout fails with it.
+            DenvError: The sandbox could not be created (e.g. ``EgressLeakError``, or a fork
+                whose services were not healthy in time); the rollout fails with it.
         """
         data: DenvTaskData = self.data
         config: DenvTaskConfig = self.config
-        async with AsyncClient(config.url) as client:
-            sandbox = await client.create_sandbox(
-                data.project, version=data.version, ttl_sec=data.ttl_sec
-            )
+        try:
+            async with AsyncClient(config.url) as client:
+                sandbox = await client.create_sandbox(
+                    data.project, version=data.version, ttl_sec=data.ttl_sec
+                )
+        except TimeoutError as err:
+            # verifiers reports any TimeoutError of a setup hook as "task setup timed out":
+            # keep denv's reason (e.g. a service that was not healthy in time).
+            raise DenvError(f"denv could not make a sandbox of {data.project}: {err}") from err
         created = episode_sandboxes.get()
         if created is not None:
             created.append(sandbox.id)
