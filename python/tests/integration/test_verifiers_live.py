@@ -101,7 +101,8 @@ def test_vf_eval_grades_each_rollout_with_denvs_verifier(
     episodes = [json.loads(line) for line in next(tmp_path.glob("*/traces.jsonl")).open()]
     traces: dict[str, dict[str, Any]] = {e["traces"][0]["id"]: e["traces"][0] for e in episodes}
     policy = {trace: model.policies[i] for trace, i in model.sessions.items()}
-    assert sorted(policy.values()) == ["fail", "idle", "solve"]
+    errors = [e for t in traces.values() for e in t["errors"]]
+    assert sorted(policy.values()) == ["fail", "idle", "solve"], errors
     assert set(traces) == set(policy)
 
     solved = traces[next(t for t, p in policy.items() if p == "solve")]
