@@ -9,6 +9,7 @@ import {
   DeploymentList,
   Environment,
   EnvironmentList,
+  EpisodeLog,
   HOSTS_PAGE,
   type Host,
   HostList,
@@ -63,6 +64,13 @@ export class DenvBrowserClient {
 
   getEnvironment(env: string): Promise<Environment> {
     return this.#http.json("GET", envPath(env), Environment);
+  }
+
+  /** One page of an episode's command log (`after`: the `next` of the page before). */
+  episodeLog(env: string, options: { after?: number; limit?: number } = {}): Promise<EpisodeLog> {
+    return this.#http.json("GET", `${envPath(env)}/episode`, EpisodeLog, {
+      query: { after: options.after, limit: options.limit },
+    });
   }
 
   async listVersions(project: string): Promise<Version[]> {

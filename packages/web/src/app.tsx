@@ -4,6 +4,7 @@ import { type Session, SessionContext } from "./client-context.js";
 import { DeploymentPage } from "./pages/deployment.js";
 import { DeploymentsPage } from "./pages/deployments.js";
 import { EnvironmentsPage } from "./pages/environments.js";
+import { EpisodePage } from "./pages/episode.js";
 import { HostsPage } from "./pages/hosts.js";
 import { Login } from "./pages/login.js";
 import { ProjectsPage } from "./pages/projects.js";
@@ -127,6 +128,7 @@ const ROUTES: ReadonlyArray<[string, (p: Record<string, string>) => ReactNode]> 
   ["/projects/:project/versions", (p) => <VersionsPage project={p.project ?? ""} />],
   ["/projects/:project/deployments", (p) => <DeploymentsPage project={p.project ?? ""} />],
   ["/deployments/:id", (p) => <DeploymentPage id={p.id ?? ""} />],
+  ["/episodes/:project/:env", (p) => <EpisodePage env={`${p.project}/${p.env}`} />],
   ["/sandboxes", () => <SandboxesPage />],
   ["/hosts", () => <HostsPage />],
 ];

@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { copyFileSync, existsSync, mkdirSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -210,7 +211,7 @@ describe("the dashboard in headless Chromium", () => {
       (d: { kind: string; environment: string }) =>
         d.kind === "fork" && d.environment === "quickstart/solved",
     );
-    expect(await solved.getByRole("link").textContent()).toBe(forkDep.id);
+    expect(await solved.getByRole("link", { name: forkDep.id }).count()).toBe(1);
     expect(await solved.textContent()).toContain("running");
     // The evidence alpha's host recorded: placement and caps, for people.
     const env = await (
@@ -249,6 +250,9 @@ describe("the dashboard in headless Chromium", () => {
   }, 60_000);
 
   it("sandboxes: the episode, pool hit or miss, probe evidence and the reward", async () => {
+    // One step of the episode's command log, then its grade.
+    const step = await stack.denv(["exec", sandboxId, "--", "sh", "-c", "echo graded-by-denv; exit 3"]);
+    expect(step.code).toBe(3);
     expect((await stack.denv(["verify", sandboxId])).code).toBe(0);
     await page.goto(`${origin}/sandboxes`);
     const card = page.getByRole("listitem", { name: `sandbox ${sandboxId}` });
@@ -265,6 +269,18 @@ describe("the dashboard in headless Chromium", () => {
     await page.goto(`${origin}/sandboxes`);
     await card.waitFor();
     await shoot(page, "sandboxes");
+
+    // The episode's command log: the step with its exit code and the digest of its output.
+    await card.getByRole("link", { name: "the episode's steps" }).click();
+    const row = page.locator("tr[data-seq]").first();
+    await row.waitFor();
+    const digest = createHash("sha256").update("graded-by-denv\n").digest("hex");
+    const rowText = (await row.textContent()) ?? "";
+    expect(rowText).toContain("echo graded-by-denv; exit 3");
+    expect(rowText).toContain(digest.slice(0, 12));
+    expect(await row.locator("td").nth(3).textContent()).toBe("3");
+    expect(await page.locator("tr[data-seq]").count()).toBe(1);
+    await shoot(page, "episode");
   }, 120_000);
 
   it("hosts: capacity and health", async () => {

@@ -98,6 +98,12 @@ function EnvCard({ node }: { node: Extract<TreeNode, { kind: "environment" }> })
         )}
         {e.host_id !== undefined && <> · on {e.host_id}</>} · created {when(e.created_at)}
         {e.expires_at !== undefined && <> · expires {when(e.expires_at)}</>}
+        {e.parent_version !== undefined && (
+          <>
+            {" "}
+            · <Link to={`/episodes/${e.id.split("/").map(encodeURIComponent).join("/")}`}>command log</Link>
+          </>
+        )}
       </p>
       {e.services.length > 0 && (
         <p className="sub">

@@ -129,6 +129,14 @@ function SandboxCard({ e }: { e: Episode }) {
                 ))}
           </dd>
         </div>
+        <div className="row">
+          <dt>command log</dt>
+          <dd>
+            <Link to={`/episodes/${s.id.split("/").map(encodeURIComponent).join("/")}`}>
+              the episode's steps
+            </Link>
+          </dd>
+        </div>
         {probe !== undefined && (
           <div className="row">
             <dt>egress probe</dt>
