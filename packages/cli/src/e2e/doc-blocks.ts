@@ -20,3 +20,47 @@ export function runnableLines(page: string, tag?: string): Array<{ line: string;
   }
   return out;
 }
+
+/** A fenced code block of a docs page and the marker comment on the line before it (if any). */
+export interface CodeBlock {
+  /** 1-based line of the opening fence. */
+  line: number;
+  /** The fence's info string (`sh`, `sh example`, `python`, ...; empty for none). */
+  info: string;
+  /** The last non-empty line before the fence, when it is an HTML comment. */
+  marker: string | undefined;
+  /** Whether the block follows another block's closing fence with only blank lines between. */
+  followsBlock: boolean;
+}
+
+/** Every fenced block of a markdown text (``` or ~~~ fences, at any indentation). */
+export function codeBlocks(text: string): CodeBlock[] {
+  const lines = text.split("\n");
+  const out: CodeBlock[] = [];
+  let lastNonEmpty = "";
+  let lastWasFenceEnd = false;
+  for (let i = 0; i < lines.length; i++) {
+    const l = lines[i] as string;
+    const open = /^\s*(`{3,}|~{3,})(.*)$/.exec(l);
+    if (open) {
+      const fence = open[1] as string;
+      const prev = lastNonEmpty.trim();
+      out.push({
+        line: i + 1,
+        info: (open[2] as string).trim(),
+        marker: /^<!--.*-->$/.test(prev) ? prev : undefined,
+        followsBlock: lastWasFenceEnd,
+      });
+      const close = new RegExp(`^\\s*${fence[0] === "`" ? "`" : "~"}{${fence.length},}\\s*$`);
+      for (i++; i < lines.length && !close.test(lines[i] as string); i++);
+      lastNonEmpty = "```";
+      lastWasFenceEnd = true;
+      continue;
+    }
+    if (l.trim() !== "") {
+      lastNonEmpty = l;
+      lastWasFenceEnd = false;
+    }
+  }
+  return out;
+}

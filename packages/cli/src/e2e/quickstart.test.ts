@@ -35,6 +35,12 @@ it("scripts/quickstart deploys, forks twice, grades 1.0 and 0.0 and rolls alpha 
       /rolled back: +quickstart\/alpha -> quickstart@v1 +denv deployments show dep_\w+/,
     );
     expect(r.stdout).toMatch(/deployed: +quickstart\/alpha +denv deployments show dep_\w+/);
+    // The step names the version the snapshot made: v4 (the two verifies made v2 and v3).
+    expect(r.stdout).toContain("snapshot: quickstart@v4\n");
+    expect(r.stdout).toMatch(/snapshot: +quickstart\/alpha -> quickstart@v4\n/);
+    expect(r.stderr).toContain(
+      "== snapshotting alpha into a new version, then rolling alpha back to quickstart@v1",
+    );
     // The deploy's page in the dashboard, served by the same control plane.
     expect(r.stdout).toMatch(/\ndashboard: +http:\/\/127\.0\.0\.1:\d+\/deployments\/dep_\w+ /);
     // Phases were shown live on stderr.

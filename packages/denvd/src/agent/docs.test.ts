@@ -47,7 +47,7 @@ function blocks(markdown: string): Block[] {
       for (i++; i < lines.length && !(lines[i] as string).startsWith("```"); i++)
         body.push(lines[i] as string);
       out.push({ h2, h3, label, lang: line.slice(3), text: body.join("\n") });
-    } else if (line.trim()) label = line.trim();
+    } else if (line.trim() && !line.trim().startsWith("<!--")) label = line.trim(); // a block's marker is no label
   }
   return out;
 }
