@@ -446,6 +446,10 @@ export const ControlPlaneMessages = {
     `GET ${path} is a WebSocket: send it with 'Connection: Upgrade' and 'Upgrade: websocket'`,
   resumeTimedOut: (host: string, seconds: number) =>
     `host ${host} did not answer within ${seconds}s after the control plane restarted; the deployment is failed`,
+  /** A page of the dashboard asked of a control plane whose --web-dir holds no build of packages/web. */
+  dashboardNotBuilt: "the dashboard is not built on this control plane: run npm run build (packages/web)",
+  /** A file of the dashboard that its build does not have (or a path that could leave the build). */
+  noDashboardFile: (path: string) => `no file ${path} in the dashboard`,
 } as const;
 
 /**

@@ -2,6 +2,7 @@ import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node
 import http from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { ControlPlaneMessages } from "@denv/spec";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestCp, type TestCp } from "../testing/harness.js";
 import { safeRelative } from "./web-assets.js";
@@ -82,7 +83,10 @@ describe("the dashboard's files", () => {
     // A missing file is a 404, not the page (a stale asset link must not load HTML as a script).
     const missing = await fetch(`${t.url}/assets/app-0.js`);
     expect(missing.status).toBe(404);
-    expect((await missing.json()).error.code).toBe("not_found");
+    expect((await missing.json()).error).toEqual({
+      code: "not_found",
+      message: ControlPlaneMessages.noDashboardFile("/assets/app-0.js"),
+    });
   });
 
   it("never shadows the API: /v1 and the system routes answer as before", async () => {
@@ -132,9 +136,7 @@ describe("the dashboard's files", () => {
     try {
       const r = await fetch(`${other.url}/deployments/x`);
       expect(r.status).toBe(404);
-      expect((await r.json()).error.message).toBe(
-        "the dashboard is not built on this control plane: run npm run build (packages/web)",
-      );
+      expect((await r.json()).error.message).toBe(ControlPlaneMessages.dashboardNotBuilt);
       expect((await other.anon.get("/healthz")).status).toBe(200);
     } finally {
       await other.close();

@@ -2,7 +2,7 @@ import { createReadStream, type Stats } from "node:fs";
 import { realpath, stat } from "node:fs/promises";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { ErrorResponse } from "@denv/spec";
+import { ControlPlaneMessages, ErrorResponse } from "@denv/spec";
 import type { FastifyReply, FastifyRequest } from "fastify";
 
 /**
@@ -54,12 +54,12 @@ export class WebAssets {
     if (rawPath === "/v1" || API_PREFIXES.some((p) => rawPath === p || rawPath.startsWith(p))) return false;
     const root = await this.#realRootDir();
     if (root === undefined) {
-      notFound(reply, "the dashboard is not built on this control plane: run npm run build (packages/web)");
+      notFound(reply, ControlPlaneMessages.dashboardNotBuilt);
       return true;
     }
     const rel = safeRelative(rawPath);
     if (rel === undefined) {
-      notFound(reply, `no file ${rawPath.slice(0, 200)}`);
+      notFound(reply, ControlPlaneMessages.noDashboardFile(rawPath.slice(0, 200)));
       return true;
     }
     const file = rel === "" ? undefined : await this.#file(root, rel);
@@ -70,12 +70,12 @@ export class WebAssets {
     // A missing file with an extension is a missing file; anything else is a page of the app
     // (a deep link like /deployments/ID), answered with index.html for the app's router.
     if (path.extname(rel) !== "") {
-      notFound(reply, `no file ${rawPath.slice(0, 200)}`);
+      notFound(reply, ControlPlaneMessages.noDashboardFile(rawPath.slice(0, 200)));
       return true;
     }
     const index = await this.#file(root, "index.html");
     if (index === undefined) {
-      notFound(reply, "the dashboard is not built on this control plane: run npm run build (packages/web)");
+      notFound(reply, ControlPlaneMessages.dashboardNotBuilt);
       return true;
     }
     send(reply, index.path, index.stats, ".html", false);
