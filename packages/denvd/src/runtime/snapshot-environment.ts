@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { DenvError, versionImageLabels } from "@denv/spec";
 import type { ImageRecord, VersionRecord } from "../records.js";
+import { freezeAll } from "./freeze.js";
 import { type HostContext, requireEnvironment } from "./host-context.js";
 import { type VersionInfo, versionInfo } from "./host-reports.js";
 import { noPhases, type PhaseListener } from "./phase-listener.js";
@@ -50,8 +51,13 @@ export async function snapshotEnvironment(
     phase.start("freeze");
     // The window opens with the first pause, not when the last one returns.
     tFrozen = Date.now();
-    await Promise.all(running.map((s) => ctx.docker.containers.pause(s.cid)));
-    phase.end("freeze", { paused: running.map((s) => s.svc) });
+    // All or none: a pause that fails leaves nothing paused (and the freezer's transient
+    // "unable to freeze" is retried).
+    const { attempts } = await freezeAll(
+      ctx.docker.containers,
+      running.map((s) => s.cid),
+    );
+    phase.end("freeze", { paused: running.map((s) => s.svc), ...(attempts > 1 ? { attempts } : {}) });
     try {
       phase.start("capture layers");
       const repoOf = (svc: string) => `denv-version/${ctx.hostId}-${env.project}-${svc}`;
