@@ -294,7 +294,7 @@ describe("the dashboard in headless Chromium", () => {
     await shoot(page, "hosts");
   }, 60_000);
 
-  it("projects, by keyboard alone: skip link, the menu, a project's tabs", async () => {
+  it("projects, by keyboard alone (skip link, the menu, focus), and every page on a 375 px screen", async () => {
     await page.goto(`${origin}/projects`);
     await page.getByRole("heading", { name: "quickstart" }).waitFor();
     expect(await page.getByRole("heading", { name: "secret-shop" }).count()).toBe(1);
@@ -310,6 +310,26 @@ describe("the dashboard in headless Chromium", () => {
     await expect.poll(() => page.evaluate(() => window.location.pathname)).toBe("/hosts");
     // The new page's heading has the focus, as after a page load.
     await expect.poll(() => page.evaluate(() => document.activeElement?.tagName)).toBe("H1");
+
+    // Every page fits a phone-sized screen: wide tables scroll inside themselves, the page does not.
+    const narrow = await newContext({ width: 375, height: 800 });
+    const phone = await narrow.newPage();
+    await signIn(phone, stack.token, "/projects");
+    for (const [at, ready] of [
+      ["/projects", "li.card"],
+      ["/projects/quickstart/environments", ".tree article"],
+      ["/projects/quickstart/versions", "li.card"],
+      ["/projects/quickstart/deployments", "tbody tr"],
+      ["/sandboxes", "li.card"],
+      [`/episodes/${sandboxId}`, "tr[data-seq]"],
+      ["/hosts", "tbody tr"],
+    ] as const) {
+      await phone.goto(`${origin}${at}`);
+      await phone.locator(ready).first().waitFor();
+      const overflow = await phone.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+      expect(overflow, at).toBeLessThanOrEqual(0);
+    }
+    await narrow.close();
   }, 60_000);
 
   it("a scoped token sees only its project, and every request carries that token", async () => {
