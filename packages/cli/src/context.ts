@@ -8,6 +8,7 @@ import {
 import { parseEnvRef } from "@denv/spec";
 import { CliError, UsageError } from "./exit-codes.js";
 import type { Io } from "./io.js";
+import { LiveLine } from "./live-line.js";
 
 /**
  * What a command's `run` gets: its parsed arguments, the configuration, a client, and the two
@@ -148,7 +149,20 @@ export class Context {
 
   /** Progress and notes for people: stderr, in both modes. */
   progress(text: string): void {
+    this.#live?.clear();
     this.io.stderr(text.endsWith("\n") ? text : `${text}\n`);
+  }
+
+  #live: LiveLine | undefined;
+
+  /** The line a long operation rewrites in place: on a terminal's stderr, never with --json. */
+  live(): LiveLine {
+    this.#live ??= new LiveLine(
+      (text) => this.io.stderr(text),
+      this.io.stderrIsTty && !this.json,
+      this.io.stderrColumns,
+    );
+    return this.#live;
   }
 }
 

@@ -7,6 +7,9 @@ export interface Io {
   stdin: Readable & { isTTY?: boolean; setRawMode?: (raw: boolean) => unknown };
   /** Whether stdout and stderr are terminals (decides colour-free progress vs. nothing). */
   stdoutIsTty: boolean;
+  /** Whether stderr is a terminal, and its width: progress rewritten in place only there. */
+  stderrIsTty: boolean;
+  stderrColumns: number | undefined;
   cwd: string;
   env: NodeJS.ProcessEnv;
   /** Resolves with the name of the first SIGINT or SIGTERM (long-running commands stop on it). */
@@ -19,6 +22,8 @@ export function processIo(): Io {
     stderr: (text) => process.stderr.write(text),
     stdin: process.stdin,
     stdoutIsTty: process.stdout.isTTY === true,
+    stderrIsTty: process.stderr.isTTY === true,
+    stderrColumns: process.stderr.columns,
     cwd: process.cwd(),
     env: process.env,
     untilSignal: () =>

@@ -15,9 +15,25 @@ export async function follow(ctx: Context, client: DenvClient, started: Deployme
   ctx.progress(`deployment ${started.id}: ${started.kind} ${started.environment}`);
   const verbose = ctx.bool("verbose");
   const tail: string[] = [];
+  // On a terminal: the running phase's time and its last log line (a build step, the bytes of a
+  // snapshot or a transfer, as the host reports them), rewritten in place below the phase lines.
+  const live = ctx.live();
+  let running: { name: string; since: number; line: string } | undefined;
+  const show = (force = false) => {
+    if (running === undefined) return;
+    const took = ((Date.now() - running.since) / 1000).toFixed(0);
+    live.update(`  ${running.name} ${took}s${running.line === "" ? "" : ` | ${running.line}`}`, { force });
+  };
+  const ticker = live.enabled ? setInterval(() => show(true), 1000) : undefined;
   const onPhase = (phase: Phase) => {
-    if (phase.status === "running") ctx.progress(`  ${phase.name} ...`);
-    else if (phase.status === "succeeded") ctx.progress(`  ${phase.name} done${seconds(phase.duration_ms)}`);
+    if (phase.status === "running") {
+      ctx.progress(`  ${phase.name} ...`);
+      running = { name: phase.name, since: Date.now(), line: "" };
+      show(true);
+      return;
+    }
+    running = undefined;
+    if (phase.status === "succeeded") ctx.progress(`  ${phase.name} done${seconds(phase.duration_ms)}`);
     else if (phase.status === "failed") ctx.progress(`  ${phase.name} failed${seconds(phase.duration_ms)}`);
   };
   const onLog = (line: string) => {
@@ -25,9 +41,19 @@ export async function follow(ctx: Context, client: DenvClient, started: Deployme
     else {
       tail.push(line);
       if (tail.length > FAILURE_TAIL) tail.shift();
+      if (running !== undefined) {
+        running.line = line;
+        show();
+      }
     }
   };
-  const done = await client.waitForDeployment(started.id, { onPhase, onLog });
+  let done: Deployment;
+  try {
+    done = await client.waitForDeployment(started.id, { onPhase, onLog });
+  } finally {
+    if (ticker !== undefined) clearInterval(ticker);
+    live.clear();
+  }
   if (done.status === "failed" && !verbose && tail.length > 0) {
     ctx.progress(`last log lines of ${done.id}:`);
     for (const line of tail) ctx.progress(`    | ${line}`);

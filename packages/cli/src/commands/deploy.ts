@@ -7,6 +7,7 @@ import type { CommandSpec } from "../command.js";
 import { composeContextFor, findComposeFile } from "../compose-files.js";
 import { CliError } from "../exit-codes.js";
 import { uploadFilter } from "../ignore.js";
+import { countingStream, formatBytes } from "../live-line.js";
 import { DEPLOYMENT_FLAGS, dashboardUrl, runDeployment } from "../progress.js";
 
 /** `denv deploy [DIR]`: uploads the project folder (or names a git ref) and follows the phases. */
@@ -73,12 +74,23 @@ Exits 1 when the deployment fails (the environment stays on its previous version
         }
         ctx.progress(`uploading ${dir} to ${project}/${environment}`);
         const skipped: string[] = [];
+        const live = ctx.live();
+        let sent = 0;
         const tar = packTar(dir, {
           name: ".",
           filter: uploadFilter(dir),
           onSkip: (rel) => skipped.push(rel),
-        }).pipe(createGzip());
+        })
+          .pipe(createGzip())
+          .pipe(
+            countingStream((total) => {
+              sent = total;
+              live.update(`uploading ${formatBytes(total)}`);
+            }),
+          );
         const started = await client.deploy(project, { tar }, { environment, placement });
+        live.clear();
+        if (live.enabled) ctx.progress(`uploaded ${formatBytes(sent)}`);
         for (const rel of skipped) ctx.progress(`  left out ${rel}: not a file, folder or symlink`);
         return started;
       },
