@@ -33,8 +33,11 @@ import { cli, type RunResult, repo, run } from "./stack.js";
  *   /run/dvt/<id>/<name>/docker.sock         the host's engine (exec root x/, pid file)
  *   /var/lib/dvt/<id>/<name>/{docker,denvd}  the engine's data root, denvd's state dir
  *   /var/lib/dvt/<id>/cp                     the control plane's data and admin token
- * No route leaves a namespace (no default route, no NAT): a host reaches the bridge and nothing
- * else. sweepStaleHosts() removes what an earlier run that died left behind.
+ * No route leaves a namespace (no default route, no NAT): a host reaches the bridge, and the other
+ * hosts on it, and nothing else. The machine's engine sets FORWARD's policy to DROP and bridged
+ * frames pass through it (br_netfilter), so one rule, `FORWARD -i dvt<id> -o dvt<id> ACCEPT`
+ * (commented `dvt<id>`), lets the hosts talk to each other (direct version transfers).
+ * sweepStaleHosts() removes what an earlier run that died left behind.
  */
 
 const RUN_ROOT = "/run/dvt";
@@ -302,6 +305,12 @@ async function linkNames(): Promise<string[]> {
     .filter(Boolean);
 }
 
+/** FORWARD's rule (without -I/-D) that lets the hosts on fixture `id`'s bridge reach each other. */
+function forwardRule(id: string): string[] {
+  const bridge = `${PREFIX}${id}`;
+  return ["FORWARD", "-i", bridge, "-o", bridge, "-m", "comment", "--comment", bridge, "-j", "ACCEPT"];
+}
+
 /**
  * Removes all of fixture `id`: its processes (SIGKILL, with their descendants), mounts (lazily,
  * deepest first), loop devices, namespaces, links and folders. Every step runs; their failures
@@ -347,6 +356,17 @@ async function teardown(id: string): Promise<string[]> {
     for (const line of out.split("\n")) {
       const [dev, file] = line.trim().split(/\s+/, 2);
       if (dev && file?.startsWith(`${LIB_ROOT}/${id}/`)) await sh("losetup", ["-d", dev]);
+    }
+  });
+  await step("delete the forwarding rule", async () => {
+    const rule = forwardRule(id);
+    for (let i = 0; i < 10; i++) {
+      const r = await sh("iptables", ["-w", "-C", ...rule]).then(
+        () => true,
+        () => false,
+      );
+      if (!r) return;
+      await sh("iptables", ["-w", "-D", ...rule]);
     }
   });
   await step("delete namespaces", async () => {
@@ -395,6 +415,9 @@ export async function sweepStaleHosts(): Promise<string[]> {
     const m = new RegExp(`^${PREFIX}([0-9a-f]{4})([vp]\\d+)?$`).exec(link);
     if (m?.[1]) ids.add(m[1]);
   }
+  const forward = (await sh("iptables", ["-w", "-S", "FORWARD"]).catch(() => ({ stdout: "" }))).stdout;
+  for (const m of forward.matchAll(new RegExp(`--comment ${PREFIX}([0-9a-f]{4})\\b`, "g")))
+    if (m[1]) ids.add(m[1]);
   for (const entry of readdirSync("/proc")) {
     if (!/^\d+$/.test(entry)) continue;
     try {
@@ -487,6 +510,7 @@ export async function startHosts<const N extends string>(opts: HostsOptions<N>):
     await sh("ip", ["link", "add", bridge, "type", "bridge"]);
     await sh("ip", ["addr", "add", `${gateway}/24`, "dev", bridge]);
     await sh("ip", ["link", "set", bridge, "up"]);
+    await sh("iptables", ["-w", "-I", ...forwardRule(id)]);
 
     // The control plane, on the bridge address (hosts reach it there; the CLI too).
     const port = await freePort(gateway);

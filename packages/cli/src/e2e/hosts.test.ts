@@ -1,4 +1,5 @@
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import type { RemovedHostInfo } from "@denv/sdk";
@@ -8,6 +9,7 @@ import {
   HostMessages,
   PlacementEvidence,
   PlacementMessages,
+  TransferMessages,
 } from "@denv/spec";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runnableLines } from "./doc-blocks.js";
@@ -21,6 +23,17 @@ import { cli, repo, run } from "./stack.js";
  */
 
 const GiB = 1024 ** 3;
+/** a's transfer listener, in a's own network namespace. */
+const TRANSFER_PORT = 7421;
+
+/** One line to a host's transfer listener, and what it answers before it closes. */
+async function knock(host: string, port: number, line: string): Promise<string> {
+  const s = net.connect({ host, port });
+  s.write(`${line}\n`);
+  let text = "";
+  for await (const c of s) text += (c as Buffer).toString("utf8");
+  return text;
+}
 
 /** A receiver's transfer journal (denvd's state dir), if there is one yet. */
 function readJournal(file: string): { bytes: number } | undefined {
@@ -106,13 +119,19 @@ describe("many hosts: one control plane, three denvd, three engines", () => {
   beforeAll(async () => {
     fx = await startHosts({
       hosts: [
-        { name: "a", labels: { node: "a", gpu: "a100" } },
+        // a takes versions straight from other hosts (the cp's --transfer-path auto below); b
+        // has no listener, so what goes to b takes the relay.
+        {
+          name: "a",
+          labels: { node: "a", gpu: "a100" },
+          denvdArgs: ["--transfer-listen", `0.0.0.0:${TRANSFER_PORT}`],
+        },
         { name: "b", labels: { node: "b" } },
         // c offers 512 MiB; at the overcommit of 4 below placement commits 2 GiB there: one
         // environment of default caps at most.
         { name: "c", labels: { node: "c" }, denvdArgs: ["--capacity-memory", String(GiB / 2)] },
       ],
-      cpArgs: ["--placement-overcommit-memory", "4"],
+      cpArgs: ["--placement-overcommit-memory", "4", "--transfer-path", "auto"],
     });
     ({ a, b, c } = fx.hosts);
     const stages = Object.entries(fx.startStages).map(([k, ms]) => `${k} ${(ms / 1000).toFixed(1)}s`);
@@ -305,7 +324,12 @@ x-denv:
     expect(ev.candidates.find((x) => x.host === c.id)?.excluded).toMatch(/^not enough memory/);
     const t = phase(forked, "transfer");
     expect(t?.status).toBe("succeeded");
-    expect(t?.evidence).toMatchObject({ version: "move@v2", from: c.id, to: ev.host, attempts: 1 });
+    expect(t?.evidence, JSON.stringify(t?.evidence)).toMatchObject({
+      version: "move@v2",
+      from: c.id,
+      to: ev.host,
+      attempts: 1,
+    });
     const te = t?.evidence as { bytes: number; layers_sent: number; layers_skipped: number };
     // The base image's layer is on every engine: only what the environment added crossed.
     expect(te.layers_skipped).toBeGreaterThanOrEqual(2);
@@ -360,6 +384,58 @@ x-denv:
     expect(t.resumed_bytes).toBeGreaterThan(20_000_000);
     expect(await sh("kill/moved", "main", "sha256sum /data/big")).toBe(want);
     await destroy("kill/moved", "kill/filler", "kill/alpha");
+  }, 300_000);
+
+  it("a fork onto a host with a transfer listener takes the version directly; the listener refuses a connection without the ticket", async () => {
+    await project("direct");
+    const dir = folder("direct", { "compose.yaml": shared("512m") });
+    const base = await deploy(dir, "direct", "alpha", "--placement", "node=c");
+    expect(base.status, JSON.stringify(base.error)).toBe("succeeded");
+    await sh("direct/alpha", "main", "head -c 2000000 /dev/urandom > /workspace/layer.bin");
+    await sh(
+      "direct/alpha",
+      "side",
+      "head -c 4000000 /dev/urandom > /data/blob && mkdir -p /data/d/e && echo x > /data/d/e/f && ln -s ../blob /data/d/link && chown 1000:1000 /data/d",
+    );
+    expect((await fx.client.snapshot("direct/alpha", { wait: true })).status).toBe("succeeded");
+    const want = await content("direct/alpha");
+    // c is full with a filler: the fork goes to a (as much room as b, the first by id).
+    const filler = await deploy(dir, "direct", "filler", "--placement", "node=c");
+    expect(filler.status, JSON.stringify(filler.error)).toBe("succeeded");
+
+    // Someone on the hosts' network, without the ticket: one line, and the connection closes.
+    const hello = JSON.stringify({ version: "direct@v2", from: c.id });
+    expect(await knock(a.address, TRANSFER_PORT, hello)).toBe(
+      `${JSON.stringify({ error: TransferMessages.directRefused(TransferMessages.directNoTicket) })}\n`,
+    );
+    const guess = JSON.stringify({ version: "direct@v2", from: c.id, ticket: "A".repeat(43) });
+    expect(await knock(a.address, TRANSFER_PORT, guess)).toBe(
+      `${JSON.stringify({ error: TransferMessages.directRefused(TransferMessages.directWrongTicket) })}\n`,
+    );
+
+    const forked = await fx.client.fork(
+      "direct/alpha",
+      { version: "direct@v2", name: "moved" },
+      { wait: true },
+    );
+    expect(forked.status, JSON.stringify(forked.error)).toBe("succeeded");
+    expect(placement(forked).host).toBe(a.id);
+    const t = phase(forked, "transfer");
+    expect(t?.status).toBe("succeeded");
+    expect(t?.evidence).toMatchObject({
+      version: "direct@v2",
+      from: c.id,
+      to: a.id,
+      attempts: 1,
+      path: "direct",
+      path_reason: `auto: ${a.id} takes direct transfers at ${a.address}:${TRANSFER_PORT}`,
+    });
+    expect(await content("direct/moved")).toEqual(want);
+    expect((await fx.client.listVersions("direct")).find((v) => v.id === "direct@v2")?.replicas).toEqual([
+      c.id,
+      a.id,
+    ]);
+    await destroy("direct/moved", "direct/filler", "direct/alpha");
   }, 300_000);
 
   it("count: 12 sandboxes of one version spread over three hosts as their room says", async () => {

@@ -45,8 +45,8 @@ export type TransferOutcome = z.infer<typeof TransferValue>;
 
 const DEFAULT_ATTEMPTS = 4;
 const DEFAULT_WAIT_MS = 60_000;
-/** A direct attempt's ticket is good this long: the sender connects as its command starts. */
-const TICKET_MS = 60_000;
+/** A direct attempt's ticket is good this long: the sender connects as its command starts (on a loaded host that can take a while; the ticket is single-use all the same). */
+const TICKET_MS = 10 * 60_000;
 
 export async function transferVersion(deps: TransferDeps, req: TransferRequest): Promise<TransferOutcome> {
   const attempts = req.attempts ?? DEFAULT_ATTEMPTS;
