@@ -105,7 +105,12 @@ const CASES: [string[], number, (o: Record<string, unknown>) => void][] = [
     (o) => expect(o).toMatchObject({ sandbox: true }),
   ],
   [["sandboxes", "list"], 0, (o) => expect(o.sandboxes).toHaveLength(1)],
-  [["sandboxes", "rm", "quickstart/ep-1"], 0, (o) => expect(o).toEqual({ deleted: "quickstart/ep-1" })],
+  [
+    ["sandboxes", "rm", "quickstart/ep-1"],
+    0,
+    (o) =>
+      expect(o).toEqual({ deleted: "quickstart/ep-1", status: "destroying", deployment: "dep_destroy_ep-1" }),
+  ],
   [["targets", "list"], 0, (o) => expect(o.targets).toHaveLength(1)],
   [["targets", "create", "pool-2"], 0, (o) => expect(o).toMatchObject({ name: "pool-2", kind: "hosts" })],
   [

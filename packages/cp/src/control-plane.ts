@@ -181,7 +181,7 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
     replays: new ReplayService(store, environments, deployments, episodes),
     deployments,
     versions,
-    sandboxes: new SandboxService(store, deployments, hub, log, pools),
+    sandboxes: new SandboxService(store, deployments, environments, hub, log, pools),
     pools,
     targets,
     hosts,
@@ -212,6 +212,10 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
   // Check runs first, so that the resumed deployments' phases reach them.
   await github.resume();
   const resumed = await engine.resumeAll();
+  // Sandboxes whose destroy a previous process answered but did not finish.
+  await services.sandboxes
+    .resume(SWEEPER)
+    .catch((err: unknown) => log.warn("resuming sandbox destroys failed", { error: errorMessage(err) }));
   const sweeper = setInterval(() => {
     services.sandboxes
       .sweep(SWEEPER)

@@ -32,6 +32,7 @@ import {
   ReplayResponse,
   type RollbackRequest,
   SandboxBatch,
+  SandboxDestroy,
   SandboxList,
   Target,
   type TargetKind,
@@ -376,9 +377,14 @@ export class DenvClient {
     return (await this.#http.json("GET", "/v1/sandboxes", SandboxList)).sandboxes;
   }
 
-  deleteSandbox(env: string): Promise<void> {
+  /**
+   * Destroys a sandbox: answered once it is unreachable (`destroying`; the host finishes the
+   * removal in the background), or with `wait` once it is gone (`destroyed`).
+   */
+  deleteSandbox(env: string, opts: { wait?: boolean } = {}): Promise<Output<typeof SandboxDestroy>> {
     const { project, name } = splitEnv(env);
-    return this.#http.empty("DELETE", `/v1/sandboxes/${enc(project)}/${enc(name)}`);
+    const query = opts.wait ? "?wait=true" : "";
+    return this.#http.json("DELETE", `/v1/sandboxes/${enc(project)}/${enc(name)}${query}`, SandboxDestroy);
   }
 
   // Targets and hosts.

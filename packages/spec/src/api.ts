@@ -43,7 +43,18 @@ export const ServiceRef = z.object({
 /** The agent service of an environment, the user exec defaults to, and its workdir. */
 export const AgentRef = z.object({ service: z.string(), user: z.string(), workdir: z.string() });
 
-export const EnvironmentStatus = z.enum(["pending", "running", "stopped", "failed", "destroyed"]);
+/**
+ * `destroying`: a destroy was asked (DELETE /v1/sandboxes/...) and is finishing on its host; it
+ * takes no more exec, files or tunnels, and holds its room on the host until it is gone.
+ */
+export const EnvironmentStatus = z.enum([
+  "pending",
+  "running",
+  "stopped",
+  "failed",
+  "destroying",
+  "destroyed",
+]);
 
 export const Environment = z.object({
   /** PROJECT/ENV */
@@ -398,6 +409,16 @@ export const ProjectList = z.object({ projects: z.array(Project) });
 export const DeploymentList = z.object({ deployments: z.array(Deployment) });
 export const EnvironmentList = z.object({ environments: z.array(Environment) });
 export const SandboxList = z.object({ sandboxes: z.array(Environment) });
+/**
+ * DELETE /v1/sandboxes/:project/:env: `destroying` once the sandbox is unreachable (the destroy
+ * deployment finishes in the background), `destroyed` with `?wait=true` once it is gone.
+ */
+export const SandboxDestroy = z.object({
+  id: z.string(),
+  status: z.enum(["destroying", "destroyed"]),
+  /** The destroy deployment (GET /v1/deployments/:id follows it). */
+  deployment: z.string(),
+});
 export const VersionList = z.object({ versions: z.array(Version) });
 export const TargetList = z.object({ targets: z.array(Target) });
 

@@ -416,6 +416,9 @@ export const SandboxMessages = {
     `sandbox ${index} of ${count} (${sandbox}) failed: ${why}; the ${destroyed} created in this call were destroyed`,
   /** ... and destroying some of them failed too (they are named, so nothing is left unseen). */
   cleanupFailed: (sandbox: string, why: string) => `destroying ${sandbox} failed: ${why}`,
+  /** exec, files, logs, probe or a tunnel into a sandbox whose destroy was asked. */
+  destroying: (sandbox: string) =>
+    `sandbox ${sandbox} is being destroyed: it takes no more exec, files or tunnels`,
 } as const;
 
 /** What denvd refuses before it talks to a control plane. */

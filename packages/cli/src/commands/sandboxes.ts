@@ -66,14 +66,22 @@ const list: CommandSpec = {
 
 const rm: CommandSpec = {
   name: "sandboxes rm",
-  summary: "destroy a sandbox now",
-  args: "PROJECT/ENV",
+  summary: "destroy a sandbox now (answered once it is unreachable; --wait: once it is gone)",
+  args: "PROJECT/ENV [--wait]",
+  flags: {
+    wait: { type: "boolean", description: "return once its host removed it, not once it is unreachable" },
+  },
   remote: true,
   async run(ctx) {
     const [ref = ""] = ctx.args(1, 1, "PROJECT/ENV");
     const env = ctx.environment(ref);
-    await ctx.client().deleteSandbox(env);
-    ctx.print({ deleted: env }, `sandbox ${env} destroyed`);
+    const r = await ctx.client().deleteSandbox(env, { wait: ctx.bool("wait") });
+    ctx.print(
+      { deleted: env, status: r.status, deployment: r.deployment },
+      r.status === "destroyed"
+        ? `sandbox ${env} destroyed`
+        : `sandbox ${env} is being destroyed (deployment ${r.deployment}); it takes no more commands`,
+    );
     return 0;
   },
 };

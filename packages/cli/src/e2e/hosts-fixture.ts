@@ -818,7 +818,7 @@ async function destroyEnvironments(client: DenvClient): Promise<void> {
     envs.map(async (e) => {
       if (e.host_id !== undefined && !online.has(e.host_id)) return;
       try {
-        if (e.sandbox) await client.deleteSandbox(e.id);
+        if (e.sandbox) await client.deleteSandbox(e.id, { wait: true });
         else {
           const d = await client.destroy(e.id, { wait: true, signal: AbortSignal.timeout(120_000) });
           if (d.status !== "succeeded") failures.push(`${e.id}: ${d.error?.message ?? d.status}`);

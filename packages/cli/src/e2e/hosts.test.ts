@@ -460,7 +460,7 @@ x-denv:
     // Each host that lacked it got it once, and holds it now.
     const v = (await fx.client.listVersions("many")).find((x) => x.id === "many@v1");
     expect([...(v?.replicas ?? [])].sort()).toEqual([a.id, b.id, c.id].sort());
-    for (const x of boxes) await fx.client.deleteSandbox(x.id);
+    for (const x of boxes) await fx.client.deleteSandbox(x.id, { wait: true });
     await destroy("many/alpha");
   }, 300_000);
 

@@ -25,5 +25,8 @@ export function reservationOf(e: EnvironmentRecord | undefined): Reservation {
   };
 }
 
-/** Statuses whose environments hold their caps on a host (a stopped one may start again). */
-export const HOLDING: ReadonlySet<string> = new Set(["pending", "running", "stopped"]);
+/**
+ * Statuses whose environments hold their caps on a host (a stopped one may start again; a
+ * destroying one until its host said it is gone).
+ */
+export const HOLDING: ReadonlySet<string> = new Set(["pending", "running", "stopped", "destroying"]);

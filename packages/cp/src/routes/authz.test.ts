@@ -246,7 +246,7 @@ describe("authorization matrix", () => {
     "GET /v1/sandboxes": { access: "token", ok: 200, req: () => ({ path: "/v1/sandboxes" }) },
     "DELETE /v1/sandboxes/{project}/{env}": {
       access: "scoped",
-      ok: 204,
+      ok: 202,
       req: (w) => ({ path: `/v1/sandboxes/shop/s-${w}` }),
     },
     "GET /v1/pools": { access: "token", ok: 200, req: () => ({ path: "/v1/pools" }) },

@@ -50,7 +50,8 @@ describe("POST /v1/sandboxes with count", () => {
         s.placement.candidates.find((c) => c.host === "h1")?.free?.memory_bytes,
     );
     expect(free.sort()).toEqual([2 * GiB, 3 * GiB]);
-    for (const s of r.body.sandboxes) expect((await t.admin.del(`/v1/sandboxes/${s.id}`)).status).toBe(204);
+    for (const s of r.body.sandboxes)
+      expect((await t.admin.del(`/v1/sandboxes/${s.id}?wait=true`)).status).toBe(200);
   });
 
   it("without count the answer is the sandbox itself, as before", async () => {
@@ -59,7 +60,7 @@ describe("POST /v1/sandboxes with count", () => {
     expect(r.body).toMatchObject({ id: "shop/one", sandbox: true, host_id: "h1" });
     expect(r.body.sandboxes).toBeUndefined();
     expect(r.body.placement).toBeUndefined();
-    expect((await t.admin.del("/v1/sandboxes/shop/one")).status).toBe(204);
+    expect((await t.admin.del("/v1/sandboxes/shop/one?wait=true")).status).toBe(200);
   });
 
   it("count is 1 to 256", async () => {
@@ -98,7 +99,7 @@ describe("POST /v1/sandboxes with count", () => {
     // The room is back: the same three fit now.
     const again = await t.admin.post("/v1/sandboxes", { project: "shop", count: 3 });
     expect(again.status, JSON.stringify(again.body)).toBe(201);
-    for (const s of again.body.sandboxes) await t.admin.del(`/v1/sandboxes/${s.id}`);
+    for (const s of again.body.sandboxes) await t.admin.del(`/v1/sandboxes/${s.id}?wait=true`);
   });
 
   it("a fork that fails on its host mid-batch: the others are destroyed too", async () => {

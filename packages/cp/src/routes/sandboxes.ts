@@ -1,7 +1,8 @@
-import { CreateSandbox, Environment, SandboxBatch, SandboxList } from "@denv/spec";
+import { CreateSandbox, Environment, SandboxBatch, SandboxDestroy, SandboxList } from "@denv/spec";
 import { z } from "zod";
 import { EnvParams, type Route, route } from "../http/route.js";
 import type { Services } from "../services/container.js";
+import { WaitQuery } from "./common.js";
 
 export function sandboxRoutes(s: Services): Route[] {
   return [
@@ -46,14 +47,25 @@ export function sandboxRoutes(s: Services): Route[] {
       kind: "json",
       method: "DELETE",
       path: "/v1/sandboxes/:project/:env",
-      summary: "Destroy a sandbox now",
+      summary:
+        "Destroy a sandbox: answered once it is unreachable (exec, files and tunnels refused), the removal finishing on its host",
       tag: "sandboxes",
       auth: "token",
       params: EnvParams,
-      responses: [{ status: 204, description: "Destroyed" }],
-      handler: async ({ principal, params }) => {
-        await s.sandboxes.delete(principal, params.project, params.env);
-        return { status: 204 };
+      query: WaitQuery,
+      responses: [
+        {
+          status: 202,
+          description: "Sealed and destroying; its room on the host is released once the host removed it",
+          schema: SandboxDestroy,
+        },
+        { status: 200, description: "With ?wait=true: gone from its host", schema: SandboxDestroy },
+      ],
+      handler: async ({ principal, params, query }) => {
+        const r = await s.sandboxes.delete(principal, params.project, params.env, {
+          wait: query.wait === true,
+        });
+        return { status: r.status === "destroyed" ? 200 : 202, body: r };
       },
     }),
   ];

@@ -5,6 +5,7 @@ import {
   type ExecRequest,
   type ExecResponse,
   type ProbeResult,
+  SandboxMessages,
 } from "@denv/spec";
 import { callFailure, type HostHub, type StreamCall } from "../hub/hub.js";
 import type { Chunk } from "../hub/streams.js";
@@ -30,6 +31,11 @@ const DEFAULT_EXEC_TIMEOUT_S = 600;
  * go straight to the environment's host rather than through a deployment.
  */
 export class EnvironmentService {
+  /** Environments sealed for a destroy: no new call reaches them (also before the store says so). */
+  private sealed = new Set<string>();
+  /** The interactive calls in flight, by environment id: a seal cancels them. */
+  private calls = new Map<string, Set<string>>();
+
   constructor(
     private readonly store: Store,
     private readonly hub: HostHub,
@@ -61,12 +67,15 @@ export class EnvironmentService {
 
   async exec(p: Principal, project: string, env: string, req: ExecRequest): Promise<ExecResponse> {
     const t = await this.target(p, project, env);
-    return this.hub.send(
-      t.hostId,
-      "env.exec",
-      { environment: t.hostEnvId, exec: req },
-      { id: newId("cmd"), timeoutMs: execTimeoutMs(req), durable: false },
-    );
+    const id = this.track(t.id);
+    return this.hub
+      .send(
+        t.hostId,
+        "env.exec",
+        { environment: t.hostEnvId, exec: req },
+        { id, timeoutMs: execTimeoutMs(req), durable: false },
+      )
+      .finally(() => this.untrack(t.id, id));
   }
 
   /** Exec with stdin and output streamed (the WebSocket route drives the call). */
@@ -77,11 +86,12 @@ export class EnvironmentService {
     req: ExecRequest,
   ): Promise<StreamCall<"env.exec">> {
     const t = await this.target(p, project, env);
-    return this.hub.stream(
-      t.hostId,
-      "env.exec",
-      (stream) => ({ environment: t.hostEnvId, exec: req, stream }),
-      { id: newId("cmd"), timeoutMs: execTimeoutMs(req) },
+    return this.tracked(
+      t.id,
+      this.hub.stream(t.hostId, "env.exec", (stream) => ({ environment: t.hostEnvId, exec: req, stream }), {
+        id: this.track(t.id),
+        timeoutMs: execTimeoutMs(req),
+      }),
     );
   }
 
@@ -94,11 +104,12 @@ export class EnvironmentService {
     body: AsyncIterable<Buffer>,
   ): Promise<{ entries: number; bytes: number }> {
     const t = await this.target(p, project, env);
-    const call = this.hub.stream(
-      t.hostId,
-      "env.files.put",
-      (stream) => ({ environment: t.hostEnvId, ...to, stream }),
-      { id: newId("cmd"), timeoutMs: this.commandTimeoutMs },
+    const call = this.tracked(
+      t.id,
+      this.hub.stream(t.hostId, "env.files.put", (stream) => ({ environment: t.hostEnvId, ...to, stream }), {
+        id: this.track(t.id),
+        timeoutMs: this.commandTimeoutMs,
+      }),
     );
     try {
       // A host that refuses early (a special file) answers before the body ends: its answer wins.
@@ -117,11 +128,14 @@ export class EnvironmentService {
    */
   async getFiles(p: Principal, project: string, env: string, from: FilesTarget): Promise<Readable> {
     const t = await this.target(p, project, env);
-    const call = this.hub.stream(
-      t.hostId,
-      "env.files.get",
-      (stream) => ({ environment: t.hostEnvId, ...from, stream }),
-      { id: newId("cmd"), timeoutMs: this.commandTimeoutMs },
+    const call = this.tracked(
+      t.id,
+      this.hub.stream(
+        t.hostId,
+        "env.files.get",
+        (stream) => ({ environment: t.hostEnvId, ...from, stream }),
+        { id: this.track(t.id), timeoutMs: this.commandTimeoutMs },
+      ),
     );
     call.outbound.end();
     const it: AsyncIterator<Chunk> = call.inbound[Symbol.asyncIterator]();
@@ -154,12 +168,15 @@ export class EnvironmentService {
     to: { service: string; port: number },
   ): Promise<StreamCall<"env.connect">> {
     const t = await this.target(p, project, env);
-    return this.hub.stream(
-      t.hostId,
-      "env.connect",
-      (stream) => ({ environment: t.hostEnvId, ...to, stream }),
-      // A tunnel lives as long as its client keeps it open.
-      { id: newId("cmd"), timeoutMs: 24 * 3600_000 },
+    return this.tracked(
+      t.id,
+      this.hub.stream(
+        t.hostId,
+        "env.connect",
+        (stream) => ({ environment: t.hostEnvId, ...to, stream }),
+        // A tunnel lives as long as its client keeps it open.
+        { id: this.track(t.id), timeoutMs: 24 * 3600_000 },
+      ),
     );
   }
 
@@ -170,35 +187,91 @@ export class EnvironmentService {
     q: { service?: string | undefined; tail?: number | undefined },
   ): Promise<{ stdout: string; stderr: string }> {
     const t = await this.target(p, project, env);
-    return this.hub.send(
-      t.hostId,
-      "env.logs",
-      {
-        environment: t.hostEnvId,
-        service: q.service || undefined,
-        tail: q.tail || undefined,
-      },
-      { id: newId("cmd"), timeoutMs: this.commandTimeoutMs, durable: false },
-    );
+    const id = this.track(t.id);
+    return this.hub
+      .send(
+        t.hostId,
+        "env.logs",
+        {
+          environment: t.hostEnvId,
+          service: q.service || undefined,
+          tail: q.tail || undefined,
+        },
+        { id, timeoutMs: this.commandTimeoutMs, durable: false },
+      )
+      .finally(() => this.untrack(t.id, id));
   }
 
   async probe(p: Principal, project: string, env: string): Promise<ProbeResult> {
     const t = await this.target(p, project, env);
-    return this.hub.send(
-      t.hostId,
-      "env.probe_egress",
-      { environment: t.hostEnvId },
-      { id: newId("cmd"), timeoutMs: this.commandTimeoutMs, durable: false },
-    );
+    const id = this.track(t.id);
+    return this.hub
+      .send(
+        t.hostId,
+        "env.probe_egress",
+        { environment: t.hostEnvId },
+        { id, timeoutMs: this.commandTimeoutMs, durable: false },
+      )
+      .finally(() => this.untrack(t.id, id));
   }
 
-  /** Where an interactive call goes; throws the HTTP-worthy error (404, 409) when nowhere. */
-  async target(p: Principal, project: string, env: string): Promise<{ hostId: string; hostEnvId: string }> {
+  /**
+   * Where an interactive call goes; throws the HTTP-worthy error (404, 409) when nowhere. The
+   * caller registers its call (track) right after, with no await in between, so that a seal
+   * that comes later cancels it and one that came earlier refused it here.
+   */
+  async target(
+    p: Principal,
+    project: string,
+    env: string,
+  ): Promise<{ id: string; hostId: string; hostEnvId: string }> {
     const e = await this.require(p, project, env);
+    if (e.status === "destroying" || this.sealed.has(e.id)) {
+      throw new DenvError("conflict", SandboxMessages.destroying(e.id));
+    }
     if (!e.hostId || !e.hostEnv || e.status === "pending" || e.status === "failed") {
       throw new DenvError("conflict", `environment ${e.id} is ${e.status}: it has nothing to reach`);
     }
-    return { hostId: e.hostId, hostEnvId: `${e.project}/${e.hostEnv}` };
+    return { id: e.id, hostId: e.hostId, hostEnvId: `${e.project}/${e.hostEnv}` };
+  }
+
+  /**
+   * Seals an environment for its destroy: calls that come from now on are refused, and those in
+   * flight are cancelled on the host (their process trees killed; their callers get the result
+   * the cancel gives). Stays sealed until `unseal`, once the environment is gone.
+   */
+  seal(envId: string): number {
+    this.sealed.add(envId);
+    const calls = [...(this.calls.get(envId) ?? [])];
+    for (const id of calls) this.hub.cancel(id);
+    return calls.length;
+  }
+
+  unseal(envId: string): void {
+    this.sealed.delete(envId);
+  }
+
+  private track(envId: string): string {
+    const id = newId("cmd");
+    let set = this.calls.get(envId);
+    if (!set) this.calls.set(envId, (set = new Set()));
+    set.add(id);
+    return id;
+  }
+
+  private untrack(envId: string, id: string): void {
+    const set = this.calls.get(envId);
+    set?.delete(id);
+    if (set?.size === 0) this.calls.delete(envId);
+  }
+
+  /** A streamed call stays tracked until its result settles. */
+  private tracked<C extends { commandId: string; result: Promise<unknown> }>(envId: string, call: C): C {
+    call.result.then(
+      () => this.untrack(envId, call.commandId),
+      () => this.untrack(envId, call.commandId),
+    );
+    return call;
   }
 }
 

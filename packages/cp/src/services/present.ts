@@ -47,7 +47,7 @@ export function presentEnvironment(e: EnvironmentRecord, online: (hostId: string
     services: e.services,
     agent: e.agent || undefined,
     evidence: e.evidence || undefined,
-    reachable: e.hostId ? online(e.hostId) : false,
+    reachable: e.hostId && e.status !== "destroying" ? online(e.hostId) : false,
     ...(e.sandbox
       ? { pool: (e.evidence?.pool as { claim?: string } | undefined)?.claim === "hit" ? "hit" : "miss" }
       : {}),

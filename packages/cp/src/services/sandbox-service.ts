@@ -7,16 +7,18 @@ import {
   ErrorCodes,
   PlacementEvidence,
   type SandboxBatch,
+  type SandboxDestroy,
   SandboxMessages,
 } from "@denv/spec";
 import type { z } from "zod";
 import type { HostHub } from "../hub/hub.js";
-import { randomToken } from "../ids.js";
+import { nowIso, randomToken } from "../ids.js";
 import { errorMessage, type Log } from "../log.js";
-import type { DeploymentRecord } from "../store/records.js";
+import type { DeploymentRecord, EnvironmentRecord } from "../store/records.js";
 import type { Store } from "../store/store.js";
 import { assertScope, canSee, NotFound, type Principal } from "./access.js";
 import type { DeploymentService } from "./deployment-service.js";
+import type { EnvironmentService } from "./environment-service.js";
 import type { PoolService } from "./pool-service.js";
 import { presentEnvironment } from "./present.js";
 
@@ -42,14 +44,19 @@ type Outcome =
 
 /**
  * Sandboxes: environments for one episode. Creating one forks a version and waits until it is
- * ready; a sweeper destroys those whose TTL ended.
+ * ready (or claims a warm fork of the pool). Destroying one answers once it is unreachable
+ * (sealed, marked `destroying`) and finishes on its host in the background; the sweeper
+ * destroys those whose TTL ended, and starts again the destroys that did not finish (a host
+ * that was offline, a failed attempt, a cp restart between the mark and the deployment).
  */
 export class SandboxService {
-  private sweeping = new Set<string>();
+  /** The destroy deployment of each sandbox being destroyed, until it settles. */
+  private destroying = new Map<string, Promise<DeploymentRecord>>();
 
   constructor(
     private readonly store: Store,
     private readonly deployments: DeploymentService,
+    private readonly environments: Pick<EnvironmentService, "seal" | "unseal">,
     private readonly hub: Pick<HostHub, "isOnline">,
     private readonly log: Log,
     private readonly pools?: PoolService,
@@ -93,7 +100,9 @@ export class SandboxService {
     const undo = await Promise.all(
       created.map(async ({ env }) => {
         try {
-          const d = await this.deployments.change(p, env.project, env.name, "destroy");
+          const rec = await this.store.getEnvironment(env.id);
+          if (!rec) return undefined;
+          const d = await this.destroy(p, rec);
           const done = await this.deployments.wait(d.id);
           if (done.status !== "succeeded") throw failure(done);
           return undefined;
@@ -162,35 +171,110 @@ export class SandboxService {
     return all.filter((e) => canSee(p, e.project)).map((e) => presentEnvironment(e, this.online));
   }
 
-  async delete(p: Principal, project: string, env: string): Promise<void> {
+  /**
+   * Destroys a sandbox. Answers once it is unreachable: sealed (no new exec, files or tunnel; those
+   * in flight cancelled) and marked `destroying` in the store, its destroy deployment started.
+   * The host's removal finishes in the background and the room it holds is released only then.
+   * `wait`: answers once it is gone (or raises the destroy's failure).
+   */
+  async delete(
+    p: Principal,
+    project: string,
+    env: string,
+    opts: { wait?: boolean } = {},
+  ): Promise<z.output<typeof SandboxDestroy>> {
     const id = `${project}/${env}`;
     assertScope(p, project, () => NotFound.sandbox(id));
     const e = await this.store.getEnvironment(id);
     if (!e?.sandbox) throw NotFound.sandbox(id);
-    const d = await this.deployments.change(p, project, env, "destroy");
+    const d = await this.destroy(p, e);
+    if (!opts.wait) return { id, status: "destroying", deployment: d.id };
     const done = await this.deployments.wait(d.id);
     if (done.status !== "succeeded") raise(done);
+    return { id, status: "destroyed", deployment: d.id };
   }
 
-  /** Destroys every sandbox past its TTL (one destroy deployment each, not twice at once). */
+  /**
+   * Seals the sandbox, marks it `destroying` (in this order: a call that read the record before
+   * the mark still meets the seal) and starts its destroy deployment; a sandbox already being
+   * destroyed gets the same deployment back. The mark comes before the deployment, so a crash
+   * in between leaves a `destroying` sandbox that the next sweep destroys.
+   */
+  private destroy(p: Principal, e: EnvironmentRecord): Promise<DeploymentRecord> {
+    const running = this.destroying.get(e.id);
+    if (running) return running;
+    const started = (async () => {
+      this.environments.seal(e.id);
+      if (e.status !== "destroying")
+        await this.store.putEnvironment({ ...e, status: "destroying", updatedAt: nowIso() });
+      return this.deployments.change(p, e.project, e.name, "destroy");
+    })();
+    this.destroying.set(e.id, started);
+    started.then(
+      (d) => this.settled(e.id, d.id),
+      () => this.destroying.delete(e.id),
+    );
+    return started;
+  }
+
+  /** Follows a destroy deployment until it ends: gone -> unsealed; failed -> the sweep retries. */
+  private settled(envId: string, deployment: string): void {
+    this.deployments
+      .wait(deployment)
+      .then(async (d) => {
+        if (d.status === "succeeded") this.environments.unseal(envId);
+        else
+          this.log.warn("destroying a sandbox failed; the sweep retries", {
+            sandbox: envId,
+            error: d.error?.message,
+          });
+      })
+      .catch((err: unknown) =>
+        this.log.warn("following a sandbox destroy failed", { sandbox: envId, error: errorMessage(err) }),
+      )
+      .finally(() => this.destroying.delete(envId));
+  }
+
+  /**
+   * After a start: the destroy deployments the engine resumed are followed (not started twice),
+   * and the sweep runs at once for the rest.
+   */
+  async resume(system: Principal): Promise<number> {
+    const open = await this.store.listDeployments({ statuses: ["queued", "running"] });
+    for (const d of open) {
+      if (d.kind !== "destroy" || this.destroying.has(d.environment)) continue;
+      this.environments.seal(d.environment);
+      this.destroying.set(d.environment, Promise.resolve(d));
+      this.settled(d.environment, d.id);
+    }
+    return this.sweep(system);
+  }
+
+  /**
+   * Destroys every sandbox past its TTL, and every `destroying` one whose destroy is not under
+   * way (its host online, or on none): one destroy deployment each, never two at once.
+   */
   async sweep(system: Principal): Promise<number> {
-    const expired = await this.store.listEnvironments({
-      sandbox: true,
-      expiredBefore: new Date().toISOString(),
-    });
+    const now = new Date().toISOString();
+    const all = await this.store.listEnvironments({ sandbox: true });
     let started = 0;
-    for (const e of expired) {
-      if (this.sweeping.has(e.id)) continue;
-      this.sweeping.add(e.id);
+    for (const e of all) {
+      if (this.destroying.has(e.id)) continue;
+      const expired = e.expiresAt !== undefined && e.expiresAt < now;
+      const stuck = e.status === "destroying" && (!e.hostId || this.hub.isOnline(e.hostId));
+      if (!expired && !stuck) continue;
       started++;
-      this.deployments
-        .change(system, e.project, e.name, "destroy")
+      this.destroy(system, e)
         .then((d) => this.deployments.wait(d.id))
-        .then((d) => this.log.info("sandbox expired and destroyed", { sandbox: e.id, status: d.status }))
+        .then((d) =>
+          this.log.info(expired ? "sandbox expired and destroyed" : "sandbox destroy finished", {
+            sandbox: e.id,
+            status: d.status,
+          }),
+        )
         .catch((err: unknown) =>
           this.log.warn("sweeping a sandbox failed", { sandbox: e.id, error: errorMessage(err) }),
-        )
-        .finally(() => this.sweeping.delete(e.id));
+        );
     }
     return started;
   }

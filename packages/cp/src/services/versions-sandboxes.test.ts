@@ -63,7 +63,7 @@ describe("versions, retention and sandboxes", () => {
   it("a sandbox is deleted on request; only sandboxes are", async () => {
     const r = await t.admin.post("/v1/sandboxes", { project: "shop", name: "episode-1", version: "4" });
     expect(r.body.id).toBe("shop/episode-1");
-    expect((await t.admin.del("/v1/sandboxes/shop/episode-1")).status).toBe(204);
+    expect((await t.admin.del("/v1/sandboxes/shop/episode-1?wait=true")).status).toBe(200);
     expect((await t.admin.get("/v1/environments/shop/episode-1")).status).toBe(404);
     expect((await t.admin.del("/v1/sandboxes/shop/alpha")).status).toBe(404);
   });

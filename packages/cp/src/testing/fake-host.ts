@@ -74,6 +74,8 @@ export class FakeHost {
   readonly rogue = new Map<CommandKind, (result: unknown, command: CommandFrame) => unknown>();
   /** Commands not to answer until `release`d (or the predicate changes). */
   hold: (c: CommandFrame) => boolean = () => false;
+  /** Ids of the commands the control plane cancelled; a held one is answered `cancelled`, as denvd does. */
+  readonly cancels: string[] = [];
   heartbeats: boolean;
   /** When each heartbeat of the control plane arrived (ms since the epoch). */
   readonly heartbeatsReceived: number[] = [];
@@ -249,6 +251,16 @@ export class FakeHost {
           this.held.delete(f.id);
           void this.run(f);
         }
+      }
+    } else if (f.type === "cancel") {
+      this.cancels.push(f.id);
+      if (this.held.delete(f.id)) {
+        const outcome: Outcome = {
+          ok: false,
+          error: { code: "cancelled", message: "the command was cancelled by the control plane" },
+        };
+        this.journal.set(f.id, outcome);
+        this.send({ v: PROTOCOL_VERSION, type: "result", id: f.id, ...outcome });
       }
     } else if (f.type === "data") this.reader(f.stream).accept(f);
     else if (f.type === "window") this.writers.get(f.stream)?.grant(f.bytes);

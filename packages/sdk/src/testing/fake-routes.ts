@@ -350,8 +350,14 @@ export function routes(state: FakeState, filesRoot: string): Route[] {
       });
     }),
     r("DELETE", "/v1/sandboxes/:p/:e", "token", (ctx) => {
-      envOf(ctx).status = "destroyed";
-      send(ctx.res, 204);
+      const e = envOf(ctx);
+      e.status = "destroyed";
+      const wait = ctx.url.searchParams.get("wait") === "true";
+      send(ctx.res, wait ? 200 : 202, {
+        id: e.id,
+        status: wait ? "destroyed" : "destroying",
+        deployment: `dep_destroy_${e.name}`,
+      });
     }),
 
     ...hostRoutes(state),
