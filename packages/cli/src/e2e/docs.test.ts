@@ -83,7 +83,7 @@ describe("docs/how-to pages run as written", () => {
     expect(after("denv verify quickstart/ep-1-replay")).toMatch(/^reward +1$/m);
     const nd = after("denv replay quickstart/ep-2 --name ep-2-replay  # exits 1");
     expect(nd).toMatch(/^diverged +1, first at step 2$/m);
-    expect(nd).toMatch(/^2 +exec +diverged +0 +0 +stdout$/m);
+    expect(nd).toMatch(/^2 +exec +diverged +0 +0 +stdout +-$/m);
     expect(nd).toMatch(/^1 +exec +same\b/m);
     expect(nd).toMatch(/^3 +exec +same\b/m);
     // The Python client reads the same log and finds the same step.
