@@ -25,6 +25,8 @@ export const EpisodeExec = z.object({
   env_keys: z.array(z.string()),
   timeout: z.number().optional(),
   output_limit: z.number().int().optional(),
+  /** Run with a terminal (stderr merged into stdout). */
+  tty: z.boolean().optional(),
   /** sha256 (hex) of the stdin sent, and its length; absent: none was sent. */
   stdin_sha256: z.string().optional(),
   stdin_bytes: z.number().int().nonnegative(),

@@ -62,7 +62,7 @@ describe("episode logs and replay", () => {
       ).body.stdout,
     ).toBe("hello\n");
     await t.admin.post(`${ep}/exec`, { cmd: ["cat"], stdin: b64("from stdin") });
-    await t.admin.post(`${ep}/exec`, { cmd: ["false"], cwd: "/workspace" });
+    await t.admin.post(`${ep}/exec`, { cmd: ["false"], cwd: "/workspace", tty: true });
     const put = await t.admin.upload("PUT", `${ep}/files?path=/workspace`, Buffer.from("a tar"));
     expect(put.status).toBe(200);
     const frames = await streamExec(t, "shop/ep", { shell: "cat" }, "streamed in");
@@ -84,7 +84,7 @@ describe("episode logs and replay", () => {
     expect(echo.token).toMatch(/^tok_/);
     expect(cat.exec).toMatchObject({ stdin_sha256: sha("from stdin"), stdin_bytes: 10, stdin_kept: true });
     expect(cat.result.stdout_sha256).toBe(sha("from stdin"));
-    expect(no).toMatchObject({ exec: { cwd: "/workspace" }, result: { exit_code: 1 } });
+    expect(no).toMatchObject({ exec: { cwd: "/workspace", tty: true }, result: { exit_code: 1 } });
     expect(files).toMatchObject({
       kind: "files.put",
       files: { path: "/workspace", sha256: sha("a tar"), bytes: 5, kept: true },
@@ -171,6 +171,7 @@ describe("episode logs and replay", () => {
     );
     expect(sent.map((c) => (c.payload.exec as { stdin?: string }).stdin)).toContain(b64("from stdin"));
     expect((sent[0]?.payload.exec as { env?: unknown } | undefined)?.env).toEqual({ API_KEY: "other value" });
+    expect((sent[2]?.payload.exec as { tty?: boolean } | undefined)?.tty).toBe(true);
   });
 
   it("a step whose output differs is reported at its seq", async () => {

@@ -323,6 +323,7 @@ function execInfo(req: ExecRequest, stdin: Buffer | undefined, streamed: boolean
     env_keys: Object.keys(req.env ?? {}).sort(),
     ...(req.timeout !== undefined ? { timeout: req.timeout } : {}),
     ...(req.output_limit !== undefined ? { output_limit: req.output_limit } : {}),
+    ...(req.tty ? { tty: true } : {}),
     ...(stdin ? { stdin_sha256: sha256(stdin) } : {}),
     stdin_bytes: stdin?.length ?? 0,
     stdin_kept: stdin === undefined || stdin.length <= EPISODE_LOG.keptBytesPerStep,

@@ -203,6 +203,7 @@ export class ReplayService {
             : {}),
           ...(x.timeout !== undefined ? { timeout: x.timeout } : {}),
           ...(x.output_limit !== undefined ? { output_limit: x.output_limit } : {}),
+          ...(x.tty ? { tty: true } : {}),
           ...(kept && x.stdin_bytes > 0 && !x.streamed ? { stdin: kept.toString("base64") } : {}),
         };
         replayed = x.streamed
