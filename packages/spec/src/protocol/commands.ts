@@ -107,6 +107,8 @@ export const CommandPayloads = {
   /**
    * The receiver writes its resume point (one JSON line) on `stream`, then reads the version's
    * records from it and registers the version once every part checked out. `from`: the sender.
+   * With `direct`, the records come on the one connection to this host's transfer listener that
+   * presents the ticket (the stream still carries the resume point, and the cp's word to stop).
    */
   "version.receive": z.object({
     version: z.string(),
@@ -122,8 +124,6 @@ export type CommandPayload<K extends CommandKind> = z.input<(typeof CommandPaylo
 
 // ---- the phases each command reports (progress frames), in order ----
 
-   * With `direct`, the records come on the one connection to this host's transfer listener that
-   * presents the ticket (the stream still carries the resume point, and the cp's word to stop).
 const MATERIALIZE = ["place", "restore", "start", "health", "probe"] as const satisfies readonly PhaseName[];
 
 /**
