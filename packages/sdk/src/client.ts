@@ -15,6 +15,7 @@ import {
   ExecResponse,
   FilesPutResponse,
   type ForkRequest,
+  GithubConnection,
   Health,
   HOSTS_PAGE,
   Host,
@@ -145,6 +146,13 @@ export class DenvClient {
 
   deleteProject(project: string): Promise<void> {
     return this.#http.empty("DELETE", `/v1/projects/${enc(project)}`);
+  }
+
+  /** Connects the project to a GitHub repository: pushes to `branch` (default: the repository's default branch) deploy alpha. */
+  connectGithub(project: string, repository: string, branch?: string): Promise<GithubConnection> {
+    return this.#http.json("POST", `/v1/projects/${enc(project)}/github`, GithubConnection, {
+      json: { repository, ...(branch !== undefined ? { branch } : {}) },
+    });
   }
 
   // Deployments.

@@ -87,6 +87,7 @@ from ._models import (
     Environment,
     EpisodeLog,
     FilesResult,
+    GithubConnection,
     Logs,
     Pool,
     ProbeResult,
@@ -323,6 +324,38 @@ class AsyncClient(ClientBase):
             (await self._send("POST", "/v1/projects", json_body=body)).json(),
             "POST /v1/projects",
         )
+
+    async def connect_github(
+        self,
+        repository: str,
+        *,
+        project: str | None = None,
+        branch: str | None = None,
+    ) -> GithubConnection:
+        """Connects a project to a GitHub repository: each push to its branch deploys alpha.
+
+        The control plane's GitHub App must be installed on the repository. Afterwards
+        ``deploy(git_ref=...)`` deploys any ref of it, fetched by the host that builds.
+
+        Args:
+            repository: ``OWNER/REPO``.
+            project: The project (default: the configured project).
+            branch: The branch whose pushes deploy (default: the repository's default branch).
+
+        Returns:
+            The connection (repository, branch, installation id, clone URL).
+
+        Raises:
+            InvalidRequestError: The app is not configured on the control plane, or not
+                installed on the repository.
+            ConflictError: Another project is connected to the repository.
+        """
+        body: dict[str, Any] = {"repository": repository}
+        if branch is not None:
+            body["branch"] = branch
+        route = f"/v1/projects/{q(self._project(project))}/github"
+        resp = await self._send("POST", route, json_body=body)
+        return parse_model(GithubConnection, resp.json(), f"POST {route}")
 
     async def delete_project(self, name: str | None = None) -> None:
         """Deletes a project (admin token).

@@ -36,6 +36,26 @@ class Project(_Model):
     created_at: str = ""
 
 
+class GithubConnection(_Model):
+    """A project's connection to a GitHub repository (push-to-deploy).
+
+    Attributes:
+        project: The project.
+        repository: ``owner/repo``, lower-cased.
+        branch: The branch whose pushes deploy alpha.
+        installation_id: The GitHub App's installation on the repository.
+        clone_url: The git URL the host that builds fetches from.
+        created_at: ISO 8601 time.
+    """
+
+    project: str
+    repository: str
+    branch: str
+    installation_id: int | None = None
+    clone_url: str = ""
+    created_at: str = ""
+
+
 class ServiceRef(_Model):
     """One running service of an environment.
 

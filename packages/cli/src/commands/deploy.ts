@@ -20,7 +20,8 @@ Packs DIR (default: the current folder) as a gzip-compressed tar and streams it 
 plane, which streams it to the host that builds it; then shows each phase as it runs on stderr
 and prints the deployment. .git and node_modules are left out, and so is what the root
 .dockerignore excludes (the compose file, .env, Dockerfiles and .dockerignore files always go).
-With --ref, nothing is uploaded: a project created with --repo deploys that git ref.
+With --ref, nothing is uploaded: a project created with --repo (or connected with
+denv projects connect-github) deploys that git ref, which the host that builds fetches itself.
 
 The host is one of the target's carrying the placement labels: the x-denv.placement labels of
 DIR's compose file, with --placement K=V over them (see docs/reference/targets.md#placement).

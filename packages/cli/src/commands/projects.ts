@@ -72,8 +72,36 @@ const rm: CommandSpec = {
   },
 };
 
+const connectGithub: CommandSpec = {
+  name: "projects connect-github",
+  summary: "connect the project to a GitHub repository: each push to its branch deploys alpha",
+  args: "OWNER/REPO [--project PROJECT] [--branch BRANCH]",
+  description: `The control plane's GitHub App must be installed on the repository
+(docs/how-to/push-to-deploy.md). Pushes to BRANCH (default: the repository's default branch)
+deploy alpha at the pushed commit and report a check run "denv / alpha" on it.`,
+  flags: {
+    branch: {
+      type: "string",
+      value: "BRANCH",
+      description: "the branch whose pushes deploy (default: the repository's default branch)",
+    },
+  },
+  remote: true,
+  async run(ctx) {
+    const [repository = ""] = ctx.args(1, 1, "OWNER/REPO");
+    if (!/^[^/\s]+\/[^/\s]+$/.test(repository)) throw ctx.usage(`expected OWNER/REPO, not '${repository}'`);
+    const project = ctx.project();
+    const c = await ctx.client().connectGithub(project, repository, ctx.string("branch"));
+    ctx.print(
+      c,
+      `project ${c.project} connected to ${c.repository}: pushes to ${c.branch} deploy ${c.project}/alpha`,
+    );
+    return 0;
+  },
+};
+
 export const projects: GroupSpec = {
   name: "projects",
-  summary: "list, create and delete projects",
-  subcommands: [list, create, rm],
+  summary: "list, create and delete projects; connect one to GitHub",
+  subcommands: [list, create, rm, connectGithub],
 };

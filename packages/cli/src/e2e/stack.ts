@@ -72,7 +72,8 @@ export function run(
   });
 }
 
-export async function startStack(): Promise<Stack> {
+/** `env`: variables for the stack's programs too (e.g. the cp's DENV_CP_* settings). */
+export async function startStack(o: { env?: NodeJS.ProcessEnv } = {}): Promise<Stack> {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), "denv-stack-"));
   const port = await freePort();
   const env: NodeJS.ProcessEnv = {
@@ -84,6 +85,7 @@ export async function startStack(): Promise<Stack> {
     // `denv import harbor` runs the denv Python package's importer: the repository's venv
     // (scripts/setup-python installs the package editable from python/).
     DENV_PYTHON: process.env.DENV_PYTHON ?? path.join(repo, "python/.venv/bin/python"),
+    ...o.env,
   };
   const denv = (args: string[], opts: { input?: string | Buffer; timeoutMs?: number } = {}) =>
     run("node", [cli, ...args], env, opts);

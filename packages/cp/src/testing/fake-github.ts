@@ -102,10 +102,12 @@ export class FakeGithub {
     return `${this.url}/${fullName}.git`;
   }
 
-  /** An installation token for pushing from a test (git's extraHeader). */
-  async pushAuthorization(): Promise<string> {
-    const token = this.issueToken();
-    return `Basic ${Buffer.from(`x-access-token:${token}`).toString("base64")}`;
+  /** An installation token for a test's own calls (git push, reading check runs). */
+  issueToken(): string {
+    const token = `ghs_${randomBytes(18).toString("hex")}`;
+    this.tokens.set(token, Date.now() + 3_600_000);
+    this.tokensIssued.push(token);
+    return token;
   }
 
   /** Delivers `event` to the webhook URL, signed with the webhook secret as GitHub signs it. */
@@ -171,13 +173,6 @@ export class FakeGithub {
     await rm(this.root, { recursive: true, force: true });
   }
 
-  private issueToken(): string {
-    const token = `ghs_${randomBytes(18).toString("hex")}`;
-    this.tokens.set(token, Date.now() + 3_600_000);
-    this.tokensIssued.push(token);
-    return token;
-  }
-
   /** The app's JWT: RS256 over header.payload with the app's key, iss the app id, not expired. */
   private jwtValid(header: string | undefined): boolean {
     const m = /^Bearer ([\w-]+)\.([\w-]+)\.([\w-]+)$/.exec(header ?? "");
@@ -228,6 +223,16 @@ export class FakeGithub {
       res.end(JSON.stringify(body));
     };
     const auth = req.headers.authorization;
+    if (path === "/_fake/state" && req.method === "GET")
+      return json(200, {
+        deliveries: this.deliveries,
+        checkRuns: this.checkRuns,
+        gitRequests: this.gitRequests,
+      });
+    if (path === "/_fake/webhook-url" && req.method === "PUT") {
+      this.webhookUrl = (await readBody(req)).toString().trim();
+      return json(200, { webhookUrl: this.webhookUrl });
+    }
     if (path.startsWith("/redirect/")) {
       res.writeHead(302, { location: `http://127.0.0.2:1${path.slice("/redirect".length)}${url.search}` });
       res.end();
@@ -259,6 +264,12 @@ export class FakeGithub {
       const repo = this.repos.get((m[1] as string).toLowerCase());
       if (!repo) return json(404, { message: "Not Found" });
       return json(200, { full_name: m[1], default_branch: repo.defaultBranch, private: true });
+    }
+    m = /^\/repos\/([\w.-]+\/[\w.-]+)\/commits\/([\w.-]+)\/check-runs$/.exec(path);
+    if (m && req.method === "GET") {
+      if (!this.tokenValid(auth)) return json(401, { message: "Bad credentials" });
+      const runs = this.checkRuns.filter((r) => r.repository === m?.[1] && r.head_sha === m?.[2]);
+      return json(200, { total_count: runs.length, check_runs: runs.map(({ history: _, ...r }) => r) });
     }
     m = /^\/repos\/([\w.-]+\/[\w.-]+)\/check-runs(?:\/(\d+))?$/.exec(path);
     if (m) {

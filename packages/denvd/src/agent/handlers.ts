@@ -23,7 +23,7 @@ async function deploy(p: Payload<"env.deploy">, ctx: CommandContext): Promise<Ha
   await using src = git ?? (await uploadedSource(p.source_stream, ctx));
   phases.end("resolve source", {
     source: { entries: src.entries, bytes: src.bytes, compressed: src.compressed },
-    ...(git ? { git: { url: p.git?.url, commit: git.commit, fetched_bytes: git.fetchedBytes } } : {}),
+    ...(git && p.git ? { git: { url: p.git.url, commit: git.commit, fetched_bytes: git.fetchedBytes } } : {}),
   });
   ctx.line(
     `source: ${src.entries} entries, ${src.bytes} bytes${src.compressed ? " (gzip)" : ""}${git ? ` (git ${git.commit})` : ""}`,

@@ -216,7 +216,11 @@ export type HostPhaseName = z.infer<typeof HostPhaseName>;
 
 /** What a host reports when each of its phases ends. */
 export const PhaseEvidence = {
-  "resolve source": z.object({ source: z.object({ entries: Count, bytes: Count, compressed: z.boolean() }) }),
+  "resolve source": z.object({
+    source: z.object({ entries: Count, bytes: Count, compressed: z.boolean() }),
+    /** A deploy from git: what the host fetched (one commit, shallow) before it took the tree. */
+    git: z.object({ url: z.string(), commit: z.string(), fetched_bytes: Count }).optional(),
+  }),
   /** The services of the validated plan, in start order, and the agent service. */
   validate: z.object({
     services: z.array(z.string()),
