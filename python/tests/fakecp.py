@@ -231,6 +231,18 @@ class FakeControlPlane:
             case ("DELETE", ["v1", "projects", p]):
                 del self.projects[p]
                 return httpx.Response(204)
+            case ("POST", ["v1", "projects", p, "github"]):
+                self.projects[p]
+                data = json.loads(body)
+                connection = {
+                    "project": p,
+                    "repository": data["repository"].lower(),
+                    "branch": data.get("branch", "main"),
+                    "installation_id": 777,
+                    "clone_url": f"https://github.com/{data['repository'].lower()}.git",
+                    "created_at": "2026-01-01T00:00:00Z",
+                }
+                return httpx.Response(200, json=connection)
             case ("POST", ["v1", "projects", p, "deploy"]):
                 self.projects[p]
                 env_id = f"{p}/{params.get('environment', 'alpha')}"

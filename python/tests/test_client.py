@@ -87,6 +87,20 @@ def test_deploy_git_ref(client: denv.Client, fake: FakeControlPlane) -> None:
         client.deploy()
 
 
+def test_connect_github(client: denv.Client, fake: FakeControlPlane) -> None:
+    c = client.connect_github("Acme/Shop", branch="release")
+    post = next(r for r in fake.requests if r.url.path == "/v1/projects/shop/github")
+    assert json.loads(fake.bodies[fake.requests.index(post)]) == {
+        "repository": "Acme/Shop",
+        "branch": "release",
+    }
+    assert isinstance(c, denv.GithubConnection)
+    assert (c.repository, c.branch, c.installation_id) == ("acme/shop", "release", 777)
+    client.connect_github("acme/shop", project="shop")
+    last = [r for r in fake.requests if r.url.path == "/v1/projects/shop/github"][-1]
+    assert json.loads(fake.bodies[fake.requests.index(last)]) == {"repository": "acme/shop"}
+
+
 def test_deploy_with_placement_labels(client: denv.Client, fake: FakeControlPlane) -> None:
     client.deploy(git_ref="main", wait=False, placement={"region": "eu", "gpu": "false"})
     post = [r for r in fake.requests if r.url.path == "/v1/projects/shop/deploy"][-1]
