@@ -11,14 +11,15 @@ import { cli, repo, run, type Stack, startStack } from "../../cli/src/e2e/stack.
  * The dashboard in headless Chromium (Debian's chromium, driven by playwright-core) against a
  * real control plane and denvd with the quickstart deployed: one stack for the file. Each page is
  * opened as a person would (sign in with a token, follow links, keyboard), checked against what
- * the API holds, and photographed: a screenshot per page goes to the artifacts folder and to
- * docs/images/dashboard-*.png (docs/how-to/dashboard.md shows them). The browser may talk only
+ * the API holds, and photographed: a screenshot per page goes to the artifacts folder
+ * (DENV_TEST_ARTIFACTS), and with DENV_UPDATE_SCREENSHOTS=1 to docs/images/dashboard-*.png, which
+ * docs/how-to/dashboard.md shows (a plain run leaves the checkout as it was). The browser may talk only
  * to the control plane on loopback: any other request is refused and fails the file.
  */
 
 const CHROMIUM = "/usr/bin/chromium";
 const artifacts = process.env.DENV_TEST_ARTIFACTS ?? path.join(os.tmpdir(), "denv-test-artifacts");
-const docsImages = path.join(repo, "docs/images");
+const docsImages = process.env.DENV_UPDATE_SCREENSHOTS === "1" ? path.join(repo, "docs/images") : undefined;
 
 describe("the dashboard in headless Chromium", () => {
   let stack: Stack;
@@ -87,6 +88,7 @@ describe("the dashboard in headless Chromium", () => {
   async function shoot(p: Page, name: string): Promise<void> {
     const file = path.join(artifacts, `dashboard-${name}.png`);
     await p.screenshot({ path: file, fullPage: true });
+    if (docsImages === undefined) return;
     mkdirSync(docsImages, { recursive: true });
     copyFileSync(file, path.join(docsImages, `dashboard-${name}.png`));
   }
