@@ -17,6 +17,8 @@ describe("GitHub push-to-deploy", () => {
   let h: FakeHost;
   let dir: string;
   const repo = "acme/shop";
+  const logged: string[] = [];
+  const record = (msg: string, fields?: object) => logged.push(`${msg} ${JSON.stringify(fields ?? {})}`);
   const sha = (n: number) => n.toString(16).padStart(40, "a");
 
   beforeAll(async () => {
@@ -32,6 +34,7 @@ describe("GitHub push-to-deploy", () => {
       githubApiUrl: gh.url,
       githubWebUrl: gh.url,
       resumeTimeoutMs: 30_000,
+      log: { debug: record, info: record, warn: record, error: record },
     });
     gh.webhookUrl = `${t.url}/v1/github/webhook`;
     h = await t.host({ name: "h1" });
@@ -92,6 +95,12 @@ describe("GitHub push-to-deploy", () => {
     expect(await deployments()).toEqual([]);
     expect(gh.checkRuns).toEqual([]);
     expect(h.gitFetches).toEqual([]);
+    // Of a refused delivery only its id is logged: nothing of its body or its other headers.
+    const refused = logged.filter((l) => l.includes("bad signature"));
+    expect(refused.length).toBe(3);
+    expect(refused[0]).toBe('github webhook refused: bad signature {"delivery":"d-forged"}');
+    expect(logged.join("\n")).not.toContain(repo);
+    expect(logged.join("\n")).not.toContain(sha(1));
   });
 
   it("deploys alpha at the pushed commit, fetched by the host with an installation token; the check run completes", async () => {
@@ -163,6 +172,27 @@ describe("GitHub push-to-deploy", () => {
 
   it("uses one installation token until it nears expiry", () => {
     expect(gh.tokensIssued.length).toBe(1);
+  });
+
+  it("deploy --ref of a connected project: the host gets the clone URL and an installation token", async () => {
+    const r = await t.admin.post("/v1/projects/shop/deploy?wait=true", { git_ref: "main" });
+    expect(r.body.status).toBe("succeeded");
+    const f = h.gitFetches.at(-1);
+    expect(f).toMatchObject({ url: gh.cloneUrl(repo), ref: "main" });
+    expect(f?.authorization).toMatch(/^Basic /);
+  });
+
+  it("an uninstalled app: the connection loses its installation and a push is not deployed", async () => {
+    await gh.deliver("installation", { action: "deleted", installation: { id: gh.installationId } });
+    expect((await t.admin.get("/v1/projects/shop/github")).body.installation_id).toBeUndefined();
+    const refused = await t.admin.post("/v1/projects/shop/deploy", { git_ref: "main" });
+    expect(refused.body.error.message).toBe(GithubMessages.notInstalled(repo));
+    await gh.deliver("installation", {
+      action: "created",
+      installation: { id: gh.installationId },
+      repositories: [{ full_name: repo }],
+    });
+    expect((await t.admin.get("/v1/projects/shop/github")).body.installation_id).toBe(gh.installationId);
   });
 
   it("a cp restart between the webhook and the deploy: the deployment runs once and its check run completes", async () => {
