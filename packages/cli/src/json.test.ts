@@ -111,10 +111,10 @@ const CASES: [string[], number, (o: Record<string, unknown>) => void][] = [
     (o) =>
       expect(o).toEqual({ deleted: "quickstart/ep-1", status: "destroying", deployment: "dep_destroy_ep-1" }),
   ],
-  [["targets", "list"], 0, (o) => expect(o.targets).toHaveLength(1)],
-  [["targets", "create", "pool-2"], 0, (o) => expect(o).toMatchObject({ name: "pool-2", kind: "hosts" })],
+  [["targets", "ls"], 0, (o) => expect(o.targets).toHaveLength(1)],
+  [["targets", "add", "hosts", "pool-2"], 0, (o) => expect(o).toMatchObject({ name: "pool-2", kind: "hosts" })],
   [
-    ["targets", "create", "cloud", "--kind", "aws"],
+    ["targets", "add", "aws", "cloud"],
     1,
     (o) => expect(o.error).toMatchObject({ message: "target kind aws is not available yet" }),
   ],

@@ -104,6 +104,7 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
   const targets = new TargetService(store, drivers, box, log, {
     bundle: new BundleFile(options.denvdBundle ?? DEFAULT_DENVD_BUNDLE),
     version: cpVersion(),
+    removeHost: async (id) => void (await hosts.remove(PROVISIONER, id, true)),
   });
   await hosts.markAllOffline();
   await targets.ensureLocal();

@@ -23,6 +23,7 @@ import {
   JoinToken,
   JoinTokenList,
   LogsResponse,
+  MachineList,
   Pool,
   PoolList,
   ProbeResult,
@@ -37,6 +38,7 @@ import {
   SandboxList,
   Target,
   type TargetKind,
+  TargetKindList,
   TargetList,
   TokenList,
   Version,
@@ -397,12 +399,43 @@ export class DenvClient {
 
   // Targets and hosts.
 
-  createTarget(body: { name: string; kind: Output<typeof TargetKind> }): Promise<Target> {
+  /** `settings` are validated per kind by the cp; `credentials` are sealed there and never returned. */
+  createTarget(body: {
+    name: string;
+    kind: Output<typeof TargetKind>;
+    settings?: Record<string, unknown>;
+    credentials?: Record<string, string>;
+  }): Promise<Target> {
     return this.#http.json("POST", "/v1/targets", Target, { json: body });
   }
 
   async listTargets(): Promise<Target[]> {
     return (await this.#http.json("GET", "/v1/targets", TargetList)).targets;
+  }
+
+  /** The capability table: every kind, its settings and credentials, and whether it is available. */
+  async listTargetKinds(): Promise<Output<typeof TargetKindList>["kinds"]> {
+    return (await this.#http.json("GET", "/v1/targets/kinds", TargetKindList)).kinds;
+  }
+
+  getTarget(name: string): Promise<Target> {
+    return this.#http.json("GET", `/v1/targets/${enc(name)}`, Target);
+  }
+
+  /** `force`: a provisioned target's machines are deleted first (their servers at the provider). */
+  deleteTarget(name: string, options: { force?: boolean } = {}): Promise<void> {
+    const query: Query = { force: options.force === true ? "true" : undefined };
+    return this.#http.empty("DELETE", `/v1/targets/${enc(name)}`, { query });
+  }
+
+  /** The machines a provisioned target created, deleted ones included. */
+  async listMachines(target: string): Promise<Output<typeof MachineList>["machines"]> {
+    return (await this.#http.json("GET", `/v1/targets/${enc(target)}/machines`, MachineList)).machines;
+  }
+
+  /** Reconciles a provisioned target with its provider now. */
+  reconcileTarget(target: string): Promise<void> {
+    return this.#http.empty("POST", `/v1/targets/${enc(target)}/reconcile`);
   }
 
   createJoinToken(target: string, body: Input<typeof CreateJoinToken> = {}): Promise<JoinTokenInfo> {

@@ -198,7 +198,7 @@ export const TARGET_SETTINGS: Record<TargetKindName, KindSettings> = {
     settings: {
       location: text(WORD, NAME_RULE, "fsn1"),
       server_type: text(WORD, NAME_RULE, "cx22"),
-      image: text(WORD, NAME_RULE, "debian-12"),
+      image: text(WORD, NAME_RULE, "debian-13"),
       ...MACHINES,
       base_url: url("https://api.hetzner.cloud/v1"),
     },
@@ -255,7 +255,7 @@ export const TargetMessages = {
   capabilityMissing: (target: string, kind: string, capability: string, why: string) =>
     `target '${target}' (kind ${kind}) cannot run this environment: it lacks ${capability}, which ${why}`,
   targetInUse: (target: string, count: number) =>
-    `target ${target} has ${count} host(s) or machine(s): remove them first (denv hosts rm, or min_machines=0 and wait for idle shutdown)`,
+    `target ${target} has ${count} host(s) or machine(s): remove them first (denv hosts rm), or remove the target with --force, which deletes a provisioned target's machines`,
   localTarget: "the local target cannot be removed: denv up joins this machine's denvd to it",
   notProvisioned: (target: string, kind: string) =>
     `target ${target} is of kind ${kind}, which has no machines: only provisioned kinds (hetzner, aws) do`,

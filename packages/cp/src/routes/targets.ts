@@ -70,13 +70,15 @@ export function targetRoutes(s: Services): Route[] {
       kind: "json",
       method: "DELETE",
       path: "/v1/targets/:target",
-      summary: "Remove a target that has no hosts and no machines left",
+      summary:
+        "Remove a target that has no hosts and no machines left (?force=true: a provisioned target's machines are deleted first)",
       tag: "targets",
       auth: "admin",
       params: TargetParams,
+      query: z.object({ force: z.stringbool().optional() }),
       responses: [{ status: 204, description: "Removed" }],
-      handler: async ({ principal, params }) => {
-        await s.targets.remove(principal, params.target);
+      handler: async ({ principal, params, query }) => {
+        await s.targets.remove(principal, params.target, query.force === true);
         return { status: 204 };
       },
     }),

@@ -77,7 +77,12 @@ export class TargetService {
     private readonly drivers: TargetDrivers,
     private readonly box: SecretBox,
     private readonly log: Log,
-    private readonly install: { bundle: BundleFile; version: string },
+    private readonly install: {
+      bundle: BundleFile;
+      version: string;
+      /** Removes a host of a target being removed (HostService.remove, forced). */
+      removeHost: (id: string) => Promise<void>;
+    },
   ) {}
 
   /** The install script of this cp, carrying the SHA-256 of the bundle it serves. */
@@ -167,24 +172,37 @@ export class TargetService {
   }
 
   /**
-   * Removes a target with no hosts and no machines left; a provisioned target's driver first
-   * deletes what it created at the provider (servers carrying denv's labels for this target).
+   * Removes a target with no hosts and no machines left. `force`: a provisioned target's driver
+   * first deletes every server carrying its labels at the provider, and its hosts are removed
+   * (their environments marked failed, as `denv hosts rm --force` does).
    */
-  async remove(p: Principal, name: string): Promise<void> {
+  async remove(p: Principal, name: string, force = false): Promise<void> {
     const t = await this.requireTarget(p, name);
     if (t.name === LOCAL_TARGET) throw new DenvError("conflict", TargetMessages.localTarget);
-    const hosts = await this.store.listHosts({ target: name });
-    const machines = (await this.store.listMachines(name)).filter(
-      (m) => !["deleted", "failed"].includes(m.status),
-    );
-    if (hosts.length + machines.length > 0) {
-      throw new DenvError(
-        "conflict",
-        TargetMessages.targetInUse(name, Math.max(hosts.length, machines.length)),
-      );
-    }
     const driver = this.drivers.has(t.kind) ? this.drivers.for(t.kind) : undefined;
-    await driver?.removeTarget?.(t);
+    const live = async () => ({
+      hosts: await this.store.listHosts({ target: name }),
+      machines: (await this.store.listMachines(name)).filter(
+        (m) => !["deleted", "failed"].includes(m.status),
+      ),
+    });
+    let left = await live();
+    if (force && TARGET_KINDS[t.kind].family === "provisioned") {
+      await driver?.removeTarget?.(t);
+      for (const m of left.machines) {
+        await this.store.putMachine({
+          ...m,
+          status: "deleted",
+          error: "the target was removed",
+          updatedAt: nowIso(),
+        });
+      }
+      for (const h of left.hosts) await this.install.removeHost(h.id);
+      left = await live();
+    }
+    const count = Math.max(left.hosts.length, left.machines.length);
+    if (count > 0) throw new DenvError("conflict", TargetMessages.targetInUse(name, count));
+    if (!force) await driver?.removeTarget?.(t);
     for (const jt of await this.store.listJoinTokens(name))
       await this.store.revokeJoinToken(name, jt.id, nowIso());
     await this.store.deleteTarget(name);

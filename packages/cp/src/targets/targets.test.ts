@@ -1,10 +1,14 @@
 import { execFileSync } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
 import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import {
+  CAPABILITY_MEANINGS,
   ControlPlaneMessages,
+  TARGET_CAPABILITIES,
   TARGET_KINDS,
   TARGET_SETTINGS,
   TargetKindName,
@@ -22,6 +26,7 @@ import { HetznerTestServer } from "../testing/hetzner-server.js";
  * returned or logged), and the hetzner driver end to end against a Hetzner Cloud API on loopback.
  */
 
+const REPO = fileURLToPath(new URL("../../../../", import.meta.url));
 const TOKEN = `hcloud-${randomBytes(24).toString("hex")}`;
 const lines: string[] = [];
 const capture: Log = {
@@ -359,3 +364,52 @@ function tarOf(files: Record<string, string>): Buffer {
   execFileSync("rm", ["-rf", dir]);
   return out;
 }
+
+describe("docs/reference/targets.md", () => {
+  const page = readFileSync(join(REPO, "docs", "reference/targets.md"), "utf8");
+
+  it("prints the capability table of packages/spec, row by row", () => {
+    const section = page.slice(page.indexOf("## Capabilities"), page.indexOf("## Settings"));
+    const rows = section
+      .split("\n")
+      .filter((l) => /^\| (`[a-z_]+`|available) /.test(l))
+      .map((l) =>
+        l
+          .split("|")
+          .slice(1, -1)
+          .map((c) => c.trim().replaceAll("`", "")),
+      );
+    const kinds = TargetKindName.options;
+    const want = [
+      ...TARGET_CAPABILITIES.map((c) => [
+        c,
+        ...kinds.map((k) => (TARGET_KINDS[k].capabilities[c] ? "yes" : "no")),
+        CAPABILITY_MEANINGS[c],
+      ]),
+      ["available", ...kinds.map((k) => (TARGET_KINDS[k].available ? "yes" : "no"))],
+    ];
+    expect(rows.map((r) => r.slice(0, want[0]?.length))).toEqual(
+      want.map((w, i) => (i === want.length - 1 ? [...w, rows.at(-1)?.at(-1)] : w)),
+    );
+    const header = page.split("\n").find((l) => l.startsWith("| capability "));
+    expect(
+      header
+        ?.split("|")
+        .slice(2, 2 + kinds.length)
+        .map((c) => c.trim()),
+    ).toEqual(kinds.map((k) => `\`${k}\``));
+  });
+
+  it("quotes the capability refusal and the provisioned target's refusals as spec has them", () => {
+    const flat = page.replace(/\s+/g, " ");
+    for (const m of [
+      TargetMessages.capabilityMissing("<target>", "<kind>", "<capability>", "<why>"),
+      TargetMessages.capabilityMissing("sbx", "e2b", "multi_service", "a file of 3 services needs"),
+      TargetMessages.machineStarting("<target>", "<id>"),
+      TargetMessages.atMaxMachines("<target>", "<n>" as unknown as number),
+      ControlPlaneMessages.targetKindNotAvailable("<kind>"),
+    ]) {
+      expect(flat.includes(m), m).toBe(true);
+    }
+  });
+});
