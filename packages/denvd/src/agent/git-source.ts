@@ -64,7 +64,7 @@ export async function fetchGitSource(
       signal,
       { watchDir: repo, maxBytes },
     ).catch((err: unknown) => {
-      if (err instanceof GitFailure && /redirect/i.test(err.stderr))
+      if (err instanceof GitFailure && /redirect|returned error: 30[1-8]\b/i.test(err.stderr))
         throw new DenvError("invalid_request", GithubMessages.redirected(url.href));
       throw err;
     });
