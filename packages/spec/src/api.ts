@@ -312,6 +312,12 @@ export const PLACEMENT_CANDIDATES_LISTED = 20;
 export const PlacementEvidence = z.object({
   host: z.string(),
   reason: z.string(),
+  /**
+   * The target's kind and what enforces the protections there (`denvd` on every kind with a
+   * driver today: the protections are the host's, never claimed for a provider that cannot
+   * enforce them). Absent in rows from before them.
+   */
+  target: z.object({ name: z.string(), kind: z.string(), enforced_by: z.string() }).optional(),
   /** What the new environment reserves. */
   need: Reservation,
   /** The placement labels asked for. */

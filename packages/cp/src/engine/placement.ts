@@ -7,6 +7,7 @@ import {
   PlacementEvidence,
   PlacementMessages,
   type Reservation,
+  TARGET_KINDS,
 } from "@denv/spec";
 import { SETTINGS } from "../config.js";
 import type { HostHub } from "../hub/hub.js";
@@ -492,9 +493,21 @@ export class Placer {
     } catch (err) {
       // A provisioned target grows: its driver creates a machine for the next try, and says so.
       const driver =
-        targetRecord && this.drivers?.has(targetRecord.kind) ? this.drivers.for(targetRecord.kind) : undefined;
+        targetRecord && this.drivers?.has(targetRecord.kind)
+          ? this.drivers.for(targetRecord.kind)
+          : undefined;
       if (!(err instanceof DenvError) || !targetRecord || !driver?.provide || "version" in req) throw err;
       throw new DenvError("conflict", await driver.provide(targetRecord));
+    }
+    if (targetRecord) {
+      placed.evidence = {
+        ...placed.evidence,
+        target: {
+          name: target,
+          kind: targetRecord.kind,
+          enforced_by: TARGET_KINDS[targetRecord.kind].enforcedBy,
+        },
+      };
     }
     this.inFlight.set(req.deployment, { host: placed.hostId, need });
     return placed;

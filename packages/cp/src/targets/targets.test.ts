@@ -18,7 +18,7 @@ import Database from "better-sqlite3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Log } from "../log.js";
 import { FakeHost } from "../testing/fake-host.js";
-import { startTestCp, type TestCp } from "../testing/harness.js";
+import { deployed, startTestCp, type TestCp } from "../testing/harness.js";
 import { HetznerTestServer } from "../testing/hetzner-server.js";
 
 /**
@@ -258,6 +258,16 @@ describe("targets", () => {
     );
     expect(r.body.phases.find((p: { name: string }) => p.name === "place")?.status).toBe("failed");
     expect((await t.admin.get("/v1/environments/shop/beta")).status).toBe(404);
+  });
+
+  it("the place phase's evidence names the target's kind and what enforced the protections", async () => {
+    await t.host();
+    const d = await deployed(t, "inv");
+    expect(d.phases.find((p: { name: string }) => p.name === "place")?.evidence.target).toEqual({
+      name: "local",
+      kind: "hosts",
+      enforced_by: "denvd",
+    });
   });
 
   it("credentials are sealed at rest, never returned and never logged", async () => {
