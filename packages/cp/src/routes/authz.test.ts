@@ -1,5 +1,7 @@
+import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Api, deployed, startTestCp, type TestCp, upgradeStatus } from "../testing/harness.js";
+import { HetznerTestServer } from "../testing/hetzner-server.js";
 
 /**
  * The authorization matrix: every route of /v1/openapi.json against no token, a bad token, a
@@ -42,9 +44,12 @@ describe("authorization matrix", () => {
   let t: TestCp;
   const api = {} as Record<Who, Api>;
   let depId: string;
+  let hz: HetznerTestServer;
 
   beforeAll(async () => {
-    t = await startTestCp();
+    // Any file serves as the denvd bundle for GET /v1/install/*: this one.
+    t = await startTestCp({ denvdBundle: fileURLToPath(import.meta.url) });
+    hz = await new HetznerTestServer("x").start();
     await t.host({ name: "h1" });
     await deployed(t, "shop");
     await deployed(t, "other");
@@ -66,7 +71,10 @@ describe("authorization matrix", () => {
     // A host that joined but is not connected: its credential opens a stream of its own.
     api.host = t.admin.as((await joinHost()).credential);
   });
-  afterAll(() => t.close());
+  afterAll(async () => {
+    await t.close();
+    await hz.close();
+  });
 
   const admin = () => t.admin;
   /** A host joined through the API (never connected), for the routes that act on one. */
@@ -266,6 +274,52 @@ describe("authorization matrix", () => {
       req: (w) => ({ path: "/v1/targets", body: { name: `t-${w}`, kind: "hosts" } }),
     },
     "GET /v1/targets": { access: "token", ok: 200, req: () => ({ path: "/v1/targets" }) },
+    "GET /v1/targets/kinds": { access: "token", ok: 200, req: () => ({ path: "/v1/targets/kinds" }) },
+    "GET /v1/targets/{target}": { access: "admin", ok: 200, req: () => ({ path: "/v1/targets/local" }) },
+    "DELETE /v1/targets/{target}": {
+      access: "admin",
+      ok: 204,
+      req: async (w) => {
+        await admin().post("/v1/targets", { name: `rm-${w}`, kind: "hosts" });
+        return { path: `/v1/targets/rm-${w}` };
+      },
+    },
+    "GET /v1/targets/{target}/machines": {
+      access: "admin",
+      ok: 200,
+      req: async (w) => {
+        await admin().post("/v1/targets", {
+          name: `m-${w}`,
+          kind: "hetzner",
+          settings: { base_url: hz.url },
+          credentials: { api_token: "x" },
+        });
+        return { path: `/v1/targets/m-${w}/machines` };
+      },
+    },
+    "POST /v1/targets/{target}/reconcile": {
+      access: "admin",
+      ok: 204,
+      req: async (w) => {
+        await admin().post("/v1/targets", {
+          name: `r-${w}`,
+          kind: "hetzner",
+          settings: { base_url: hz.url },
+          credentials: { api_token: "x" },
+        });
+        return { path: `/v1/targets/r-${w}/reconcile` };
+      },
+    },
+    "GET /v1/install/install.sh": {
+      access: "public",
+      ok: 200,
+      req: () => ({ path: "/v1/install/install.sh" }),
+    },
+    "GET /v1/install/denvd.mjs": {
+      access: "public",
+      ok: 200,
+      req: () => ({ path: "/v1/install/denvd.mjs" }),
+    },
     "POST /v1/targets/{target}/join-tokens": {
       access: "admin",
       ok: 201,
