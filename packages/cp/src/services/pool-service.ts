@@ -42,6 +42,11 @@ export class PoolService {
   private backoff = new Map<string, number>();
   /** Member forks this service started and has not seen settle, by deployment id. */
   private starting = new Map<string, string>();
+  /**
+   * Where each member's fork placed it, kept when its fork settles: a claim answers with it
+   * without reading the project's deployments (a scan that grows with every episode).
+   */
+  private placements = new Map<string, PlacementEvidence>();
   private timer: NodeJS.Timeout | undefined;
   private ticking: Promise<void> | undefined;
   private again = false;
@@ -213,6 +218,8 @@ export class PoolService {
     this.deployments
       .wait(deployment)
       .then((d) => {
+        const placed = PlacementEvidence.safeParse(d.phases.find((ph) => ph.name === "place")?.evidence);
+        if (d.status === "succeeded" && placed.success) this.placements.set(d.environment, placed.data);
         if (d.status === "failed") {
           this.backoff.set(project, Date.now() + 20 * this.opts.intervalMs);
           this.log.warn("pool fork failed", { project, error: d.error?.message });
@@ -238,6 +245,7 @@ export class PoolService {
       )
       .finally(() => {
         this.leaving.delete(m.id);
+        this.placements.delete(m.id);
         this.kick();
       });
   }
@@ -328,6 +336,10 @@ export class PoolService {
   }
 
   private async placementOf(m: EnvironmentRecord): Promise<PlacementEvidence> {
+    const kept = this.placements.get(m.id);
+    this.placements.delete(m.id);
+    if (kept) return kept;
+    // A member this process did not see forked (it was made before a restart).
     const forks = await this.store.listDeployments({ project: m.project });
     const d = forks.find((x) => x.kind === "fork" && x.environment === m.id);
     const parsed = PlacementEvidence.safeParse(d?.phases.find((ph) => ph.name === "place")?.evidence);
