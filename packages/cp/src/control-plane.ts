@@ -97,7 +97,8 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
         const jt = await targets.mintJoinToken(target, { uses: 1, ttl_sec: 3600 });
         return { id: jt.id, secret: jt.token ?? "" };
       },
-      revokeJoinToken: async (target, id) => void (await store.revokeJoinToken(target, id, new Date().toISOString())),
+      revokeJoinToken: async (target, id) =>
+        void (await store.revokeJoinToken(target, id, new Date().toISOString())),
       removeHost: async (id) => void (await hosts.remove(PROVISIONER, id, true)),
     }),
   );

@@ -454,9 +454,7 @@ export class KyselyStore implements Store {
   // ---- targets
 
   createTarget(t: TargetRecord): Promise<void> {
-    return insert(`target ${t.name}`, () =>
-      this.db.insertInto("targets").values(targetRow(t)).execute(),
-    );
+    return insert(`target ${t.name}`, () => this.db.insertInto("targets").values(targetRow(t)).execute());
   }
 
   async getTarget(name: string): Promise<TargetRecord | undefined> {
