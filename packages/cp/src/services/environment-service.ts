@@ -253,8 +253,8 @@ export class EnvironmentService {
 
   private track(envId: string): string {
     const id = newId("cmd");
-    let set = this.calls.get(envId);
-    if (!set) this.calls.set(envId, (set = new Set()));
+    const set = this.calls.get(envId) ?? new Set<string>();
+    this.calls.set(envId, set);
     set.add(id);
     return id;
   }
