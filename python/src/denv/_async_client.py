@@ -976,18 +976,24 @@ class AsyncClient(ClientBase):
             Environment, await self._get_json("/v1/sandboxes"), "sandboxes", "GET /v1/sandboxes"
         )
 
-    async def destroy_sandbox(self, sandbox: EnvRef) -> None:
+    async def destroy_sandbox(self, sandbox: EnvRef, *, wait: bool = True) -> None:
         """Destroys a sandbox.
 
         Args:
             sandbox: ``PROJECT/ENV`` of the sandbox.
+            wait: Return once its host removed it (the default). False returns as soon as
+                the control plane sealed it (no more exec, files or tunnels) and marked it
+                ``destroying``; the removal then finishes in the background.
 
         Raises:
             NotFoundError: No such sandbox.
         """
         project, name = env_parts(sandbox)
         await self._send(
-            "DELETE", f"/v1/sandboxes/{q(project)}/{q(name)}", timeout=timeout_for(300.0)
+            "DELETE",
+            f"/v1/sandboxes/{q(project)}/{q(name)}",
+            params={"wait": "true"} if wait else None,
+            timeout=timeout_for(300.0),
         )
 
     # ------------------------------------------------------------------ exec
