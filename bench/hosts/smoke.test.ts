@@ -9,7 +9,7 @@ it("bench/hosts --smoke runs to the end and prints every row", async () => {
   const run = fileURLToPath(new URL("./run.mjs", import.meta.url));
   const { stdout } = await promisify(execFile)("node", [run, "--smoke"], { timeout: 300_000 });
   for (const row of [
-    "version transfer a -> b through the cp",
+    "version transfer a -> b",
     "fork needing a transfer vs a local fork on the holder",
     "placement choose() p50 (1000 hosts)",
     "placement choose() p99 (1000 hosts)",

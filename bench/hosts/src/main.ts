@@ -19,13 +19,15 @@ import {
 import { type PlacementResult, placementBench } from "./placement-bench.js";
 import { localForkMs, type TransferResult, transferBench } from "./transfer-bench.js";
 
-const USAGE = `usage: node bench/hosts/run.mjs [--smoke] [--only transfer,placement] [--volume-mib N] [--files N]
-                                [--layer-mib N] [--local-forks N] [--candidates N] [--decisions N]
-                                [--placer-decisions N] [--environments N]
+const USAGE = `usage: node bench/hosts/run.mjs [--smoke] [--only transfer,placement] [--path relay|direct]
+                                [--volume-mib N] [--files N] [--layer-mib N] [--local-forks N]
+                                [--candidates N] [--decisions N] [--placer-decisions N] [--environments N]
 
   --smoke               a 16 MiB / 500-file volume and 4 MiB in the layer, 1 local fork, 1,000
                         decisions, 20 Placer calls (under a minute)
   --only LIST           run only these benchmarks
+  --path relay|direct   how the version goes from a to b: through the cp (default), or straight to
+                        b's transfer listener (denvd --transfer-listen, cp --transfer-path direct)
   --volume-mib N        the version's volume (default 960)
   --files N             files in the volume (default 10000)
   --layer-mib N         a file committed in the agent's layer (default 64)
@@ -42,6 +44,7 @@ type Section = (typeof ALL)[number];
 interface Config {
   smoke: boolean;
   only: Set<Section>;
+  path: "relay" | "direct";
   volumeMiB: number;
   files: number;
   layerMiB: number;
@@ -58,6 +61,7 @@ function parseArgs(argv: string[]): Config {
   const c: Config = {
     smoke,
     only: new Set(ALL),
+    path: "relay",
     ...(smoke
       ? {
           volumeMiB: 16,
@@ -83,7 +87,11 @@ function parseArgs(argv: string[]): Config {
   readArgs(argv, USAGE, (arg, r) => {
     if (arg === "--smoke") return true;
     if (arg === "--only") c.only = new Set(r.oneOf(ALL, "benchmark"));
-    else if (arg === "--volume-mib") c.volumeMiB = r.count();
+    else if (arg === "--path") {
+      const p = r.value();
+      if (p !== "relay" && p !== "direct") throw new Error("--path is relay or direct");
+      c.path = p;
+    } else if (arg === "--volume-mib") c.volumeMiB = r.count();
     else if (arg === "--files") c.files = r.count();
     else if (arg === "--layer-mib") c.layerMiB = r.count();
     else if (arg === "--local-forks") c.localForks = r.count();
@@ -101,6 +109,8 @@ function parseArgs(argv: string[]): Config {
 
 const MiB = 1024 ** 2;
 const GiB = 1024 ** 3;
+/** b's transfer listener (in b's own network namespace) for --path direct. */
+const TRANSFER_PORT = 7421;
 
 interface Results {
   fixture?: { id: string; startMs: number; startStages: Record<string, number>; closeMs?: number };
@@ -178,9 +188,13 @@ async function main(): Promise<number> {
           // a holds two environments of 2 x 512 MiB: the parent and one local fork. Then it is
           // full, and the next fork has to go to b.
           { name: "a", labels: { node: "a" }, denvdArgs: ["--capacity-memory", String(2 * GiB)] },
-          { name: "b", labels: { node: "b" } },
+          {
+            name: "b",
+            labels: { node: "b" },
+            denvdArgs: cfg.path === "direct" ? ["--transfer-listen", `0.0.0.0:${TRANSFER_PORT}`] : [],
+          },
         ],
-        cpArgs: ["--placement-overcommit-memory", "1"],
+        cpArgs: ["--placement-overcommit-memory", "1", "--transfer-path", cfg.path],
       });
       results.fixture = { id: fx.id, startMs: fx.startMs, startStages: fx.startStages };
       log(`fixture ${fx.id} up in ${(fx.startMs / 1000).toFixed(1)} s`);
@@ -190,6 +204,7 @@ async function main(): Promise<number> {
         files: cfg.files,
         layerBytes: cfg.layerMiB * MiB,
         localForks: cfg.localForks,
+        path: cfg.path,
         log,
         check,
       });
@@ -280,7 +295,7 @@ function summaryRows(r: Results): Row[] {
     const b = t.baseline;
     const size = `${mib(t.version.layerBytes + t.version.volumeBytes)}, ${t.data.files} files`;
     add({
-      name: `version transfer a -> b through the cp (${size})`,
+      name: `version transfer a -> b ${e.path === "direct" ? "direct" : "through the cp"} (${size})`,
       denv: round(e.duration_ms, 0),
       baseline: round(b.totalMs, 0),
       baselineName: "docker save | docker load + tar | tar",

@@ -50,6 +50,8 @@ export interface TransferEvidence {
   layers_skipped: number;
   duration_ms: number;
   mib_per_s: number;
+  path?: "relay" | "direct";
+  path_reason?: string;
 }
 
 export interface ForkRun {
@@ -97,6 +99,8 @@ export interface TransferOptions {
   files: number;
   layerBytes: number;
   localForks: number;
+  /** The path the cp was configured to take (--transfer-path): the evidence must say it took it. */
+  path: "relay" | "direct";
   log: (line: string) => void;
   check: () => void;
 }
@@ -293,6 +297,8 @@ export async function transferBench(fx: Two, o: TransferOptions): Promise<Transf
     throw new Error(
       `the fork went to ${run.host} with transfer ${run.transfer}, not to ${b.id} after a transfer`,
     );
+  if ((evidence.path ?? "relay") !== o.path)
+    throw new Error(`the transfer took the ${evidence.path} path, not ${o.path}: ${evidence.path_reason}`);
   o.log(
     `fork onto ${b.id}: ${moved.ms.toFixed(0)} ms, transfer ${evidence.duration_ms} ms (${(evidence.bytes / MiB).toFixed(0)} MiB, ${evidence.mib_per_s} MiB/s)`,
   );
