@@ -1,5 +1,9 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { FakeGithub } from "../testing/fake-github.js";
 import { type Api, deployed, startTestCp, type TestCp, upgradeStatus } from "../testing/harness.js";
 import { HetznerTestServer } from "../testing/hetzner-server.js";
 
@@ -45,14 +49,27 @@ describe("authorization matrix", () => {
   const api = {} as Record<Who, Api>;
   let depId: string;
   let hz: HetznerTestServer;
+  let gh: FakeGithub;
+  let ghDir: string;
 
   beforeAll(async () => {
-    // Any file serves as the denvd bundle for GET /v1/install/*: this one.
-    t = await startTestCp({ denvdBundle: fileURLToPath(import.meta.url) });
+    gh = await FakeGithub.start();
+    await gh.createRepository("acme/shop");
+    ghDir = await mkdtemp(join(tmpdir(), "denv-authz-"));
+    t = await startTestCp({
+      // Any file serves as the denvd bundle for GET /v1/install/*: this one.
+      denvdBundle: fileURLToPath(import.meta.url),
+      githubAppId: gh.appId,
+      githubPrivateKeyFile: await gh.writePrivateKey(ghDir),
+      githubWebhookSecret: gh.webhookSecret,
+      githubApiUrl: gh.url,
+      githubWebUrl: gh.url,
+    });
     hz = await new HetznerTestServer("x").start();
     await t.host({ name: "h1" });
     await deployed(t, "shop");
     await deployed(t, "other");
+    await t.admin.post("/v1/projects/shop/github", { repository: "acme/shop" });
     // An episode with one step, for the log and replay routes.
     await t.admin.post("/v1/environments/shop/alpha/fork?wait=true", { name: "ep" });
     await t.admin.post("/v1/environments/shop/ep/exec", { cmd: ["echo", "hi"] });
@@ -74,6 +91,8 @@ describe("authorization matrix", () => {
   afterAll(async () => {
     await t.close();
     await hz.close();
+    await gh.close();
+    await rm(ghDir, { recursive: true, force: true });
   });
 
   const admin = () => t.admin;
@@ -258,6 +277,22 @@ describe("authorization matrix", () => {
       req: (w) => ({ path: `/v1/sandboxes/shop/s-${w}` }),
     },
     "GET /v1/pools": { access: "token", ok: 200, req: () => ({ path: "/v1/pools" }) },
+    "POST /v1/projects/{project}/github": {
+      access: "admin",
+      ok: 200,
+      req: () => ({ path: "/v1/projects/shop/github", body: { repository: "acme/shop" } }),
+    },
+    "GET /v1/projects/{project}/github": {
+      access: "scoped",
+      ok: 200,
+      req: () => ({ path: "/v1/projects/shop/github" }),
+    },
+    // Unsigned, it is refused whoever calls: a bearer token never stands in for the signature.
+    "POST /v1/github/webhook": {
+      access: "public",
+      ok: 401,
+      req: () => ({ path: "/v1/github/webhook", body: { zen: "hi" } }),
+    },
     "GET /v1/projects/{project}/pool": {
       access: "scoped",
       ok: 200,

@@ -14,7 +14,10 @@ export function githubRoutes(s: Services): Route[] {
       path: "/v1/projects/:project/github",
       summary: "Connect the project to a GitHub repository: pushes to its branch deploy alpha",
       tag: "github",
-      auth: "token",
+      // Admin only: the app may be installed on repositories the caller cannot read, and a
+      // connected repository's source is fetched with the app's token into the project, where
+      // any member of it can read it.
+      auth: "admin",
       params: ProjectParams,
       body: ConnectGithubRequest,
       responses: [{ status: 200, description: "The connection", schema: GithubConnection }],
