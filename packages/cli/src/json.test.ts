@@ -112,7 +112,11 @@ const CASES: [string[], number, (o: Record<string, unknown>) => void][] = [
       expect(o).toEqual({ deleted: "quickstart/ep-1", status: "destroying", deployment: "dep_destroy_ep-1" }),
   ],
   [["targets", "ls"], 0, (o) => expect(o.targets).toHaveLength(1)],
-  [["targets", "add", "hosts", "pool-2"], 0, (o) => expect(o).toMatchObject({ name: "pool-2", kind: "hosts" })],
+  [
+    ["targets", "add", "hosts", "pool-2"],
+    0,
+    (o) => expect(o).toMatchObject({ name: "pool-2", kind: "hosts" }),
+  ],
   [
     ["targets", "add", "aws", "cloud"],
     1,
