@@ -36,7 +36,9 @@ interface GithubState {
 /** GitHub on loopback, as the cp's testing/fake-github-main.js process (the CLI cannot import the cp). */
 async function startGithub(dir: string): Promise<{ gh: Github; proc: ChildProcess }> {
   const main = path.join(repo, "packages/cp/dist/testing/fake-github-main.js");
-  const proc = spawn(process.execPath, [main, dir, "acme/shop"], { stdio: ["ignore", "pipe", "inherit"] });
+  const proc = spawn(process.execPath, [main, dir, "acme/shop", "acme/blog"], {
+    stdio: ["ignore", "pipe", "inherit"],
+  });
   const first = await new Promise<string>((resolve, reject) => {
     const rl = createInterface({ input: proc.stdout as NodeJS.ReadableStream });
     rl.once("line", resolve);
@@ -192,6 +194,47 @@ describe("docs/how-to/push-to-deploy.md against GitHub on loopback", () => {
       expect(`${r.stdout}${r.stderr}`, name).toContain(message);
     }
   }, 120_000);
+
+  it("docs/blog/creating-an-environment.md: the whole story as written — push, phases, fork, graded episodes, replay, rollback, a framework's sandbox and export", async () => {
+    const lines = runnableLines("blog/creating-an-environment.md", "github");
+    expect(lines.length).toBeGreaterThan(20);
+    const out: Record<string, string> = {};
+    for (const { line, code } of lines) {
+      const r = await sh(line);
+      out[line] = `${r.stdout}${r.stderr}`;
+      expect(r.code, `${line}\n${r.stdout}\n${r.stderr}`).toBe(code);
+    }
+    const after = (prefix: string) => Object.entries(out).find(([l]) => l.startsWith(prefix))?.[1] ?? "";
+    expect(after("denv projects connect-github acme/blog")).toContain(
+      "project blog connected to acme/blog: pushes to main deploy blog/alpha",
+    );
+    // The pushed commit was deployed: its phases, the first version, alpha switched to it.
+    const shown = after("denv deployments show");
+    for (const phase of [
+      "resolve source",
+      "validate",
+      "build",
+      "place",
+      "health",
+      "probe",
+      "snapshot",
+      "switch",
+    ])
+      expect(shown).toContain(phase);
+    expect(after("denv versions list blog")).toContain("blog@v1");
+    // The fixed rollout grades 1, the untouched one 0, the replay of the fixed one 1 again.
+    expect(out["denv verify blog/rollout-1"]).toMatch(/^reward +1$/m);
+    expect(out["denv verify blog/rollout-2"]).toMatch(/^reward +0$/m);
+    expect(after("denv replay blog/rollout-1")).toMatch(/^diverged +none$/m);
+    expect(out["denv verify blog/rollout-1-replay"]).toMatch(/^reward +1$/m);
+    // The rollback is the v1 disk state: the note written after v1 is gone.
+    expect(after("denv exec blog/alpha -- sh -c 'cat")).toContain("no notes at v1");
+    // A framework's view: a sandbox of blog@v1 ran a command, and the Harbor task folder exists.
+    expect(after("python/.venv/bin/python -c").trim()).toBe("0");
+    expect(after(`ls "$WORK/blog-task"`).split("\n")).toEqual(
+      expect.arrayContaining(["environment", "instruction.md", "task.toml", "tests"]),
+    );
+  }, 600_000);
 });
 
 function readdirOrEmpty(dir: string): string[] {
