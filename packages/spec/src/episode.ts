@@ -126,6 +126,35 @@ export const ReplayResponse = z.object({
 });
 export type ReplayResponse = z.infer<typeof ReplayResponse>;
 
+/** A replay the cp kept: who ran it, on which fork, and each step's status (no output bytes). */
+export const ReplaySummary = z.object({
+  id: z.string(),
+  /** The episode environment that was replayed (its id and name). */
+  environment: z.string(),
+  environment_name: z.string(),
+  /** The fresh fork the log ran on (its name; it may have been destroyed since). */
+  fork: z.string(),
+  version: z.string(),
+  created_at: z.string(),
+  /** The id of the token that asked for the replay. */
+  token_id: z.string(),
+  diverged: z.number().int().nonnegative(),
+  diverged_at: z.number().int().optional(),
+  steps: z.array(
+    z.object({
+      seq: z.number().int().positive(),
+      kind: z.enum(["exec", "files.put"]),
+      status: z.enum(["same", "diverged"]),
+      differs: z.array(z.enum(["exit_code", "stdout", "stderr", "entries", "error"])),
+    }),
+  ),
+});
+export type ReplaySummary = z.infer<typeof ReplaySummary>;
+
+/** An episode's kept replays, newest first. */
+export const ReplayList = z.object({ replays: z.array(ReplaySummary) });
+export type ReplayList = z.infer<typeof ReplayList>;
+
 /** The replay's refusals, before anything is forked. */
 export const ReplayMessages = {
   noVersion: (env: string) =>

@@ -72,6 +72,7 @@ describe("/v1/openapi.json", () => {
       "GET /v1/environments/{project}/{env}/files",
       "GET /v1/environments/{project}/{env}/episode",
       "POST /v1/environments/{project}/{env}/replay",
+      "GET /v1/environments/{project}/{env}/replays",
       "GET /v1/environments/{project}/{env}/connect",
       "GET /v1/environments/{project}/{env}/logs",
       "GET /v1/environments/{project}/{env}/probe",

@@ -237,6 +237,11 @@ describe("authorization matrix", () => {
       ok: 200,
       req: (w) => ({ path: "/v1/environments/shop/ep/replay", body: { name: `r-${w}` } }),
     },
+    "GET /v1/environments/{project}/{env}/replays": {
+      access: "scoped",
+      ok: 200,
+      req: () => ({ path: "/v1/environments/shop/ep/replays" }),
+    },
     "GET /v1/environments/{project}/{env}/files": {
       access: "scoped",
       ok: 200,

@@ -234,4 +234,50 @@ describe("episode logs and replay", () => {
     expect(r.status).toBe(400);
     expect(r.body.error.message).toBe(ReplayMessages.tooLong("shop/long", EPISODE_LOG.maxSteps, 2));
   }, 60_000);
+
+  it("keeps each replay: listed with its statuses, to the environment's readers only, through a restart, gone with the episode", async () => {
+    const nd = (await t.admin.get("/v1/environments/shop/nd/replays")).body.replays;
+    const tokens = (await t.admin.get("/v1/tokens")).body.tokens as Array<{ id: string; name: string }>;
+    expect(nd).toHaveLength(1);
+    expect(nd[0]).toMatchObject({
+      environment: "shop/nd",
+      environment_name: "nd",
+      version: "shop@v1",
+      token_id: tokens.find((k) => k.name === "admin")?.id,
+      diverged: 1,
+      diverged_at: 2,
+      steps: [
+        { seq: 1, kind: "exec", status: "same", differs: [] },
+        { seq: 2, kind: "exec", status: "diverged", differs: ["stdout"] },
+      ],
+    });
+    expect(nd[0].id).toMatch(/^rpl_/);
+    expect(nd[0].fork).toMatch(/^shop\/replay-/);
+    expect(Number.isNaN(Date.parse(nd[0].created_at))).toBe(false);
+    // No output bytes are kept with a replay, only each step's status.
+    expect(Object.keys(nd[0].steps[1]).sort()).toEqual(["differs", "kind", "seq", "status"]);
+    const ep1 = (await t.admin.get(`${ep}/replays`)).body.replays;
+    expect(ep1.map((r: { fork: string; diverged: number }) => [r.fork, r.diverged])).toEqual([
+      ["shop/ep-replay", 0],
+    ]);
+    // A scoped token of the environment's project reads them; another project's token gets the 404.
+    const shop = t.admin.as(
+      (await t.admin.post("/v1/tokens", { name: "shop-ci", project: "shop" })).body.token,
+    );
+    const mine = await shop.get("/v1/environments/shop/nd/replays");
+    expect(mine.status).toBe(200);
+    expect(mine.body.replays[0].id).toBe(nd[0].id);
+    const theirs = await other.get("/v1/environments/shop/nd/replays");
+    expect(theirs.status).toBe(404);
+    expect(theirs.body.error.message).toBe("environment shop/nd not found");
+    // Destroying the episode removes its replays: a new environment of the same name has none.
+    expect((await t.admin.del("/v1/environments/shop/nd?wait=true")).body.status).toBe("succeeded");
+    expect((await t.admin.get("/v1/environments/shop/nd/replays")).status).toBe(404);
+    const again = await t.admin.post("/v1/environments/shop/alpha/fork?wait=true", { name: "nd" });
+    expect(again.body.status).toBe("succeeded");
+    expect((await t.admin.get("/v1/environments/shop/nd/replays")).body).toEqual({ replays: [] });
+    // A restarted cp keeps the others.
+    await t.restart();
+    expect((await t.admin.get(`${ep}/replays`)).body.replays).toEqual(ep1);
+  }, 30_000);
 });

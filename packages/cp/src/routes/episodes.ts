@@ -1,4 +1,4 @@
-import { EPISODE_LOG, EpisodeLog, ReplayRequest, ReplayResponse } from "@denv/spec";
+import { EPISODE_LOG, EpisodeLog, ReplayList, ReplayRequest, ReplayResponse } from "@denv/spec";
 import { z } from "zod";
 import { EnvParams, type Route, route } from "../http/route.js";
 import type { Services } from "../services/container.js";
@@ -41,6 +41,20 @@ export function episodeRoutes(s: Services): Route[] {
       handler: async ({ principal, params, body }) => ({
         status: 200,
         body: await s.replays.replay(principal, params.project, params.env, body),
+      }),
+    }),
+    route({
+      kind: "json",
+      method: "GET",
+      path: "/v1/environments/:project/:env/replays",
+      summary: "The episode's kept replays, newest first: the fork, the version, each step's status",
+      tag: "environments",
+      auth: "token",
+      params: EnvParams,
+      responses: [{ status: 200, description: "The replays", schema: ReplayList }],
+      handler: async ({ principal, params }) => ({
+        status: 200,
+        body: await s.replays.list(principal, params.project, params.env),
       }),
     }),
   ];

@@ -10,14 +10,16 @@ import {
   type ErrorCode,
   ErrorCodes,
   type ExecRequest,
+  type ReplayList,
   ReplayMessages,
   type ReplayRequest,
   type ReplayResponse,
   type ReplayStep,
+  ReplaySummary,
 } from "@denv/spec";
 import type { z } from "zod";
 import { callFailure, type StreamCall } from "../hub/hub.js";
-import { randomToken } from "../ids.js";
+import { newId, nowIso, randomToken } from "../ids.js";
 import type { EpisodeStepRecord } from "../store/records.js";
 import type { Store } from "../store/store.js";
 import type { Principal } from "./access.js";
@@ -67,6 +69,28 @@ export class ReplayService {
       steps,
       ...(end !== undefined && end < total && steps.length === limit ? { next: end } : {}),
     };
+  }
+
+  /** The episode's kept replays, newest first, readable by any token that can read the environment. */
+  async list(p: Principal, project: string, env: string): Promise<ReplayList> {
+    const e = await this.environments.require(p, project, env);
+    const replays: ReplaySummary[] = [];
+    for (const r of await this.store.listReplays(e.id)) {
+      const steps = ReplaySummary.shape.steps.safeParse(r.steps);
+      replays.push({
+        id: r.id,
+        environment: r.environment,
+        environment_name: r.environmentName,
+        fork: r.fork,
+        version: r.version,
+        created_at: r.createdAt,
+        token_id: r.tokenId,
+        diverged: r.diverged,
+        ...(r.divergedAt !== undefined ? { diverged_at: r.divergedAt } : {}),
+        steps: steps.success ? steps.data : [],
+      });
+    }
+    return { replays };
   }
 
   private async dropped(envId: string): Promise<number> {
@@ -123,6 +147,18 @@ export class ReplayService {
     const results: ReplayStep[] = [];
     for (const k of steps) results.push(await this.replayStep(p, project, name, k, req.env ?? {}));
     const diverged = results.filter((r) => r.status === "diverged");
+    await this.store.putReplay({
+      id: newId("rpl"),
+      environment: e.id,
+      environmentName: e.name,
+      fork: d.environment,
+      version,
+      tokenId: p.tokenId,
+      diverged: diverged.length,
+      ...(diverged[0] ? { divergedAt: diverged[0].seq } : {}),
+      steps: results.map((r) => ({ seq: r.seq, kind: r.kind, status: r.status, differs: r.differs })),
+      createdAt: nowIso(),
+    });
     return {
       environment: e.id,
       version,

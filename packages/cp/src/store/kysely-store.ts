@@ -14,6 +14,7 @@ import type {
   MachineRecord,
   PoolRecord,
   ProjectRecord,
+  ReplayRecord,
   TargetRecord,
   TokenRecord,
   VersionRecord,
@@ -225,6 +226,7 @@ export class KyselyStore implements Store {
 
   async deleteEnvironment(id: string): Promise<void> {
     await this.db.deleteFrom("episode_steps").where("environment", "=", id).execute();
+    await this.db.deleteFrom("replays").where("environment", "=", id).execute();
     await this.db.deleteFrom("environments").where("id", "=", id).execute();
   }
 
@@ -274,6 +276,48 @@ export class KyselyStore implements Store {
       .where("environment", "=", environment)
       .executeTakeFirst();
     return Number(row?.last ?? 0);
+  }
+
+  // ---- replays
+
+  async putReplay(r: ReplayRecord): Promise<void> {
+    await this.db
+      .insertInto("replays")
+      .values({
+        id: r.id,
+        environment: r.environment,
+        environment_name: r.environmentName,
+        fork: r.fork,
+        version: r.version,
+        token_id: r.tokenId,
+        diverged: r.diverged,
+        diverged_at: r.divergedAt ?? null,
+        steps: JSON.stringify(r.steps),
+        created_at: r.createdAt,
+      })
+      .execute();
+  }
+
+  async listReplays(environment: string): Promise<ReplayRecord[]> {
+    const rows = await this.db
+      .selectFrom("replays")
+      .selectAll()
+      .where("environment", "=", environment)
+      .orderBy("created_at", "desc")
+      .orderBy("id", "desc")
+      .execute();
+    return rows.map((r) => ({
+      id: r.id,
+      environment: r.environment,
+      environmentName: r.environment_name,
+      fork: r.fork,
+      version: r.version,
+      tokenId: r.token_id,
+      diverged: Number(r.diverged),
+      ...(r.diverged_at !== null ? { divergedAt: Number(r.diverged_at) } : {}),
+      steps: JSON.parse(r.steps) as unknown,
+      createdAt: r.created_at,
+    }));
   }
 
   // ---- deployments

@@ -211,6 +211,26 @@ const migrations: Record<string, Migration> = {
       await db.schema.createIndex("machines_target").on("machines").column("target").execute();
     },
   },
+  // Each replay of an episode (issue 13): the episode environment, the replayed fork, the version,
+  // when, by which token, and each step's status (JSON; no output bytes). Deleted with the episode.
+  "0008_replays": {
+    async up(db: Kysely<unknown>): Promise<void> {
+      await db.schema
+        .createTable("replays")
+        .addColumn("id", "text", (c) => c.primaryKey())
+        .addColumn("environment", "text", (c) => c.notNull())
+        .addColumn("environment_name", "text", (c) => c.notNull())
+        .addColumn("fork", "text", (c) => c.notNull())
+        .addColumn("version", "text", (c) => c.notNull())
+        .addColumn("token_id", "text", (c) => c.notNull())
+        .addColumn("diverged", "integer", (c) => c.notNull())
+        .addColumn("diverged_at", "integer")
+        .addColumn("steps", "text", (c) => c.notNull())
+        .addColumn("created_at", "text", (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex("replays_environment").on("replays").column("environment").execute();
+    },
+  },
   // GitHub push-to-deploy: which repository (and branch) each project is connected to, the
   // deliveries already handled (GitHub re-sends on timeouts; each is acted on once), and the check
   // run of each deployment a push started (so a restarted cp completes it).

@@ -95,6 +95,20 @@ export interface EpisodeStepRecord {
   kept?: Buffer;
 }
 
+/** A replay of an episode, kept by the cp; `steps` is a ReplaySummary's steps (parsed by the service). */
+export interface ReplayRecord {
+  id: string;
+  environment: string;
+  environmentName: string;
+  fork: string;
+  version: string;
+  tokenId: string;
+  diverged: number;
+  divergedAt?: number;
+  steps: unknown;
+  createdAt: string;
+}
+
 export interface LogRecord {
   deploymentId: string;
   seq: number;

@@ -127,6 +127,19 @@ export interface Database {
     step: string;
     kept: string | null;
   };
+  /** Each replay of an episode (0008_replays); `steps`: JSON, each step's seq, kind, status, differs. */
+  replays: {
+    id: string;
+    environment: string;
+    environment_name: string;
+    fork: string;
+    version: string;
+    token_id: string;
+    diverged: number;
+    diverged_at: number | null;
+    steps: string;
+    created_at: string;
+  };
   join_tokens: {
     id: string;
     target: string;

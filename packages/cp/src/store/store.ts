@@ -10,6 +10,7 @@ import type {
   MachineRecord,
   PoolRecord,
   ProjectRecord,
+  ReplayRecord,
   TargetRecord,
   TokenRecord,
   VersionRecord,
@@ -58,7 +59,7 @@ export interface Store {
   listEnvironments(filter?: EnvironmentFilter): Promise<EnvironmentRecord[]>;
   /** How many environments each host runs (hosts with none are absent): one grouped query. */
   countEnvironmentsByHost(): Promise<Map<string, number>>;
-  /** The row and its episode log. */
+  /** The row, its episode log and its replays. */
   deleteEnvironment(id: string): Promise<void>;
 
   createDeployment(d: DeploymentRecord): Promise<void>;
@@ -80,6 +81,11 @@ export interface Store {
   ): Promise<EpisodeStepRecord[]>;
   /** The highest seq of an environment's log (0: none). */
   lastEpisodeSeq(environment: string): Promise<number>;
+
+  /** Keeps a replay of an episode (deleted with the episode environment). */
+  putReplay(r: ReplayRecord): Promise<void>;
+  /** An episode environment's replays, newest first. */
+  listReplays(environment: string): Promise<ReplayRecord[]>;
 
   appendLog(entry: LogRecord): Promise<void>;
   listLogs(deploymentId: string, afterSeq: number): Promise<LogRecord[]>;
