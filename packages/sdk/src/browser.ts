@@ -17,6 +17,8 @@ import {
   PoolList,
   type Project,
   ProjectList,
+  ReplayList,
+  type ReplaySummary,
   SandboxList,
   type Version,
   VersionList,
@@ -71,6 +73,11 @@ export class DenvBrowserClient {
     return this.#http.json("GET", `${envPath(env)}/episode`, EpisodeLog, {
       query: { after: options.after, limit: options.limit },
     });
+  }
+
+  /** An episode's kept replays, newest first: the fork, the version, each step's status. */
+  async replays(env: string): Promise<ReplaySummary[]> {
+    return (await this.#http.json("GET", `${envPath(env)}/replays`, ReplayList)).replays;
   }
 
   async listVersions(project: string): Promise<Version[]> {

@@ -30,8 +30,10 @@ import {
   Project,
   ProjectList,
   RemovedHost,
+  ReplayList,
   type ReplayRequest,
   ReplayResponse,
+  type ReplaySummary,
   type RollbackRequest,
   SandboxBatch,
   SandboxDestroy,
@@ -332,6 +334,11 @@ export class DenvClient {
    */
   replay(env: string, body: Input<typeof ReplayRequest> = {}): Promise<ReplayResponse> {
     return this.#http.json("POST", `${envPath(env)}/replay`, ReplayResponse, { json: body });
+  }
+
+  /** An episode's kept replays, newest first: the fork, the version, each step's status. */
+  async replays(env: string): Promise<ReplaySummary[]> {
+    return (await this.#http.json("GET", `${envPath(env)}/replays`, ReplayList)).replays;
   }
 
   // Versions.

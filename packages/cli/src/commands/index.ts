@@ -16,7 +16,7 @@ import { logs } from "./logs.js";
 import { pools } from "./pools.js";
 import { portForward } from "./port-forward.js";
 import { projects } from "./projects.js";
-import { episode, replay } from "./replay.js";
+import { episode, replay, replays } from "./replay.js";
 import { sandboxes } from "./sandboxes.js";
 import { targets } from "./targets.js";
 import { up } from "./up.js";
@@ -38,7 +38,7 @@ export const SECTIONS: HelpSection[] = [
   { heading: "CORE COMMANDS", commands: [up, down, deploy, exec, verify] },
   {
     heading: "ENVIRONMENT COMMANDS",
-    commands: [env, versions, sandboxes, pools, cp, logs, portForward, episode, replay],
+    commands: [env, versions, sandboxes, pools, cp, logs, portForward, episode, replay, replays],
   },
   { heading: "PROJECT COMMANDS", commands: [projects, deployments] },
   { heading: "HOST COMMANDS", commands: [targets, hosts, joinToken] },

@@ -69,6 +69,37 @@ export function replayText(r: ReplayResponse): string {
   return `${head}\n\n${table(["STEP", "KIND", "STATUS", "EXIT", "NOW", "DIFFERS", "ERROR"], rows, "no steps")}`;
 }
 
+export const replays: CommandSpec = {
+  name: "replays",
+  summary: "list an episode's kept replays: each fork, its version and where it diverged",
+  args: "PROJECT/ENV",
+  description: `
+Lists the replays the control plane kept of an episode, newest first: when, the replayed fork
+(an environment of the project, to verify or destroy like any other), the version it started
+from, and how many steps diverged (the first one's seq). --json prints the ReplayList, with
+each step's status and what differs. The replays go with the episode when it is destroyed.`,
+  remote: true,
+  async run(ctx) {
+    const [ref = ""] = ctx.args(1, 1, "PROJECT/ENV");
+    const list = await ctx.client().replays(ctx.environment(ref));
+    ctx.print({ replays: list }, () =>
+      table(
+        ["ID", "CREATED", "FORK", "VERSION", "STEPS", "DIVERGED"],
+        list.map((r) => [
+          r.id,
+          when(r.created_at),
+          r.fork,
+          r.version,
+          r.steps.length,
+          r.diverged === 0 ? "none" : `${r.diverged}, first at step ${r.diverged_at}`,
+        ]),
+        "no replays",
+      ),
+    );
+    return 0;
+  },
+};
+
 export const episode: CommandSpec = {
   name: "episode",
   summary: "show an episode's command log: each exec and files put, with its digests",
