@@ -282,7 +282,21 @@ describe("the dashboard in headless Chromium", () => {
     expect(rowText).toContain(digest.slice(0, 12));
     expect(await row.locator("td").nth(3).textContent()).toBe("3");
     expect(await page.locator("tr[data-seq]").count()).toBe(1);
+    // Its replay is kept and listed below the log: no divergence, the fork linked to its own page.
+    expect((await stack.denv(["replay", sandboxId, "--name", "dash-replay"])).code).toBe(0);
+    const replay = page.locator("tr[data-replay]").first();
+    await expect.poll(() => replay.textContent(), { timeout: 15_000 }).toContain("quickstart/dash-replay");
+    const replayText = (await replay.textContent()) ?? "";
+    expect(replayText).toContain("quickstart@v1");
+    expect(replayText).toContain("none");
+    expect(replayText).toContain("1 same");
     await shoot(page, "episode");
+    await replay.getByRole("link", { name: "quickstart/dash-replay" }).click();
+    await expect.poll(() => heading(page).textContent()).toBe("Episode quickstart/dash-replay");
+    await page.locator("tr[data-seq]").first().waitFor();
+    expect((await page.locator("tr[data-seq]").first().textContent()) ?? "").toContain(
+      "echo graded-by-denv; exit 3",
+    );
   }, 120_000);
 
   it("hosts: capacity and health", async () => {

@@ -1,4 +1,4 @@
-import type { EpisodeLog, EpisodeStep } from "@denv/spec";
+import type { EpisodeLog, EpisodeStep, ReplaySummary } from "@denv/spec";
 import { EPISODE_LOG } from "@denv/spec";
 import { useSession } from "../client-context.js";
 import { bytes, duration, short, when } from "../format.js";
@@ -9,7 +9,8 @@ import { useData } from "../use-data.js";
 /**
  * An episode's command log (GET .../episode, every page): each exec and files put of a fork or
  * sandbox, with the digests a replay compares (docs/how-to/replay.md). Env values are never in
- * the log, only their names.
+ * the log, only their names. Below it, the replays the cp kept (GET .../replays): each fork, the
+ * version, where it diverged, each linked to the fork's own page.
  */
 export function EpisodePage({ env }: { env: string }) {
   const { client } = useSession();
@@ -31,6 +32,7 @@ export function EpisodePage({ env }: { env: string }) {
     `episode:${env}`,
     5000,
   );
+  const replays = useData(() => client.replays(env), `replays:${env}`, 5000);
   const project = env.split("/")[0] ?? "";
   return (
     <Page
@@ -75,7 +77,71 @@ export function EpisodePage({ env }: { env: string }) {
           </>
         )}
       </Load>
+      <h2>Replays</h2>
+      <Load of={replays} what="the episode's replays">
+        {(rs) =>
+          rs.length === 0 ? (
+            <Empty>Not replayed yet: denv replay {env} runs its log again on a fresh fork.</Empty>
+          ) : (
+            <div className="scroll">
+              <table aria-label="replays">
+                <thead>
+                  <tr>
+                    <th scope="col">fork</th>
+                    <th scope="col">from</th>
+                    <th scope="col">diverged</th>
+                    <th scope="col">steps</th>
+                    <th scope="col">when</th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {rs.map((r) => (
+                    <ReplayRow key={r.id} r={r} />
+                  ))}
+                </tbody>
+              </table>
+            </div>
+          )
+        }
+      </Load>
     </Page>
+  );
+}
+
+function ReplayRow({ r }: { r: ReplaySummary }) {
+  const [project = "", name = ""] = r.fork.split("/");
+  return (
+    <tr data-replay={r.id}>
+      <td>
+        <Link to={`/episodes/${encodeURIComponent(project)}/${encodeURIComponent(name)}`}>{r.fork}</Link>
+        <div className="sub">
+          <Link to={`/projects/${encodeURIComponent(project)}/environments`}>in the fork tree</Link>
+        </div>
+      </td>
+      <td>{r.version}</td>
+      <td>
+        {r.diverged === 0 ? (
+          <span className="badge ok">none</span>
+        ) : (
+          <span className="badge bad">
+            {r.diverged}, first at step {r.diverged_at}
+          </span>
+        )}
+      </td>
+      <td>
+        {r.steps.map((s) => (
+          <span
+            key={s.seq}
+            className={`badge ${s.status === "same" ? "ok" : "bad"}`}
+            title={s.differs.length > 0 ? `differs: ${s.differs.join(", ")}` : "same"}
+          >
+            {s.seq} {s.status}
+            {s.differs.length > 0 ? ` (${s.differs.join(", ")})` : ""}
+          </span>
+        ))}
+      </td>
+      <td>{when(r.created_at)}</td>
+    </tr>
   );
 }
 
