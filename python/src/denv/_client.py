@@ -68,6 +68,7 @@ from ._models import (
     ProbeResult,
     Project,
     ReplayResult,
+    ReplaySummary,
     VerifyResult,
     Version,
 )
@@ -767,6 +768,22 @@ class Client(ClientBase):
         # A replay forks and runs every step before it answers.
         resp = self._send("POST", path, json_body=body, timeout=httpx.Timeout(3600.0))
         return parse_model(ReplayResult, resp.json(), path)
+
+    def replays(self, environment: EnvRef) -> list[ReplaySummary]:
+        """The replays the control plane kept of an episode, newest first.
+
+        Args:
+            environment: ``PROJECT/ENV`` of the episode.
+
+        Returns:
+            Each replay: its ``fork``, ``version``, ``diverged``, ``diverged_at`` and each
+            step's status (no output).
+
+        Raises:
+            NotFoundError: No such environment, or the token cannot read it.
+        """
+        path = env_path(environment, "/replays")
+        return parse_list(ReplaySummary, self._get_json(path), "replays", f"GET {path}")
 
     # ------------------------------------------------------------------ versions
 

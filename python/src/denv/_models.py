@@ -420,6 +420,50 @@ class ReplayResult(_Model):
     duration_ms: int = 0
 
 
+class ReplayStepStatus(_Model):
+    """One step of a kept replay: its status only, never its output.
+
+    Attributes:
+        seq: The step's seq in the episode's log.
+        kind: ``exec`` or ``files.put``.
+        status: ``same`` or ``diverged``.
+        differs: What differs: ``exit_code``, ``stdout``, ``stderr``, ``entries``, ``error``.
+    """
+
+    seq: int
+    kind: str
+    status: str
+    differs: list[str] = Field(default_factory=list)
+
+
+class ReplaySummary(_Model):
+    """A replay of an episode the control plane kept (``ReplaySummary``).
+
+    Attributes:
+        id: The replay's id (``rpl_...``).
+        environment: ``PROJECT/ENV`` of the episode replayed.
+        environment_name: Its name.
+        fork: ``PROJECT/ENV`` of the replayed fork (it may have been destroyed since).
+        version: The version forked.
+        created_at: When the replay ran (ISO 8601).
+        token_id: The id of the token that asked for it.
+        diverged: How many steps diverged.
+        diverged_at: The first that did.
+        steps: Each step's status, by seq.
+    """
+
+    id: str
+    environment: str
+    environment_name: str
+    fork: str
+    version: str
+    created_at: str
+    token_id: str
+    diverged: int = 0
+    diverged_at: int | None = None
+    steps: list[ReplayStepStatus] = Field(default_factory=list)
+
+
 class Logs(_Model):
     """A service's output.
 

@@ -89,6 +89,11 @@ describe("docs/how-to pages run as written", () => {
     // The Python client reads the same log and finds the same step.
     expect(t).toContain("3 steps: [0, 0, 0]");
     expect(t).toContain("diverged at step 2 on quickstart/ep-2-py");
+    // Both replays of ep-2 are kept, newest first, each diverged at step 2.
+    const kept = after("denv replays quickstart/ep-2").split("\n").slice(1).filter(Boolean);
+    expect(kept.map((l) => l.split(/ {2,}/)[2])).toEqual(["quickstart/ep-2-py", "quickstart/ep-2-replay"]);
+    for (const l of kept) expect(l).toMatch(/ +quickstart@v\d+ +3 +1, first at step 2$/);
+    expect(t).toContain("kept replays: [('quickstart/ep-2-py', 2), ('quickstart/ep-2-replay', 2)]");
   }, 300_000);
 
   it("how-to/connect-a-target.md", async () => {
