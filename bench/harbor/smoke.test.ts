@@ -3,7 +3,7 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { expect, it } from "vitest";
 
-// The benchmark's --smoke pass: one warm-up and one measured trial per task and backend, so the
+// The benchmark's --smoke pass: one trial per backend on harbor-hello, no warm-up, so the
 // benchmark cannot rot. Its numbers are printed, never asserted.
 it("bench/harbor --smoke runs to the end and prints every row", async () => {
   const run = fileURLToPath(new URL("./run.mjs", import.meta.url));

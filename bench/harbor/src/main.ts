@@ -26,7 +26,7 @@ import {
 
 const USAGE = `usage: node bench/harbor/run.mjs [--smoke] [--trials N] [--concurrency N] [--only harbor-hello,harbor-shop,harbor-rootfix]
 
-  --smoke          1 measured trial per task and backend, concurrency 1 (a few minutes)
+  --smoke          harbor-hello, no warm-up, 1 trial per backend, concurrency 1 (about a minute)
   --trials N       measured trials per task and backend (default 8)
   --concurrency N  trials in flight (harbor run -n; default 2)
   --only LIST      run only these tasks (examples/<task>; default: all, harbor-hello with
@@ -188,8 +188,9 @@ async function main(): Promise<number> {
     };
 
     for (const task of cfg.tasks) {
-      // Warm-up, not measured: denv deploys the task once, Docker builds its images once.
-      for (const backend of ["denv", "docker"] as const) {
+      // Warm-up, not measured: denv deploys the task once, Docker builds its images once. The
+      // smoke skips it: its one trial per backend measures nothing, it only runs the code.
+      for (const backend of cfg.smoke ? [] : (["denv", "docker"] as const)) {
         log(`${task}: warm-up trial on ${backend}`);
         const warm = await harbor(task, backend, `${task}-${backend}-warmup`, 1, 1);
         if (warm.failures.length > 0) throw new Error(`${task} warm-up on ${backend}: ${warm.failures[0]}`);
