@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { rejectToHost, removeRejectRule } from "../host/firewall.js";
 import type { HostContext } from "../runtime/host-context.js";
-import { freeSubnet } from "../runtime/subnets.js";
+import { createOnFreeSubnet } from "../runtime/subnets.js";
 import { type MirrorEgress, openMirrorEgress } from "./mirror-egress.js";
 import type { ProxyRequest } from "./mirror-proxy.js";
 
@@ -27,10 +27,11 @@ export async function openBuildNetwork(
 ): Promise<BuildNetwork> {
   const name = ctx.dockerName(project, `build-${randomBytes(3).toString("hex")}`);
   const labels = ctx.labels({ project, id: `${project}/build` }, "build", command);
-  const network = await ctx.locks.with("#subnet", async () => {
-    const { subnet, gateway } = await freeSubnet(ctx);
-    return ctx.docker.networks.create({ name, internal: true, subnet, gateway, labels });
-  });
+  const network = await ctx.locks.with("#subnet", () =>
+    createOnFreeSubnet(ctx, ({ subnet, gateway }) =>
+      ctx.docker.networks.create({ name, internal: true, subnet, gateway, labels }),
+    ),
+  );
   ctx.building.add(network.id);
   let egress: MirrorEgress | undefined;
   const close = async () => {

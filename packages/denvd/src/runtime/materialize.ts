@@ -23,7 +23,7 @@ import { ownWorkdir } from "./own-workdir.js";
 import type { PhaseListener } from "./phase-listener.js";
 import { resolveUid } from "./principals.js";
 import { startServices } from "./start-services.js";
-import { freeSubnet } from "./subnets.js";
+import { createOnFreeSubnet } from "./subnets.js";
 import { settleAll, type Undo } from "./undo.js";
 
 /** What deploy and fork know before an environment exists. */
@@ -311,18 +311,11 @@ async function createNetwork(
 ): Promise<NetworkInfo> {
   const name = ctx.dockerName(base.project, base.name);
   const labels = ctx.labels({ project: base.project, id: base.id }, "service", base.command);
-  return ctx.locks.with("#subnet", async () => {
-    // Another runtime on the same engine may take the same /24 between our look and our
-    // create: the engine refuses the overlap, and we look again.
-    for (let attempt = 0; ; attempt++) {
-      const { subnet, gateway } = await freeSubnet(ctx);
-      try {
-        return await ctx.docker.networks.create({ name, internal, subnet, gateway, labels });
-      } catch (err) {
-        if (attempt >= 5 || !/overlap/i.test((err as Error).message)) throw err;
-      }
-    }
-  });
+  return ctx.locks.with("#subnet", () =>
+    createOnFreeSubnet(ctx, ({ subnet, gateway }) =>
+      ctx.docker.networks.create({ name, internal, subnet, gateway, labels }),
+    ),
+  );
 }
 
 /**
