@@ -7,6 +7,7 @@ import {
   type Phase,
   Phases,
   type Project,
+  TARGET_KINDS,
   type Target,
   type Version,
 } from "@denv/spec";
@@ -72,17 +73,8 @@ export class FakeState {
 
   constructor(phaseDelayMs: number) {
     this.phaseDelayMs = phaseDelayMs;
-    const caps = {
-      multi_service: true,
-      snapshot: true,
-      fork: true,
-      pause: true,
-      egress_control: true,
-      exec_streaming: true,
-      files: true,
-      port_tunnels: true,
-      gpu: false,
-    };
+    // What the cp answers for a hosts target: denvd's row of the capability table.
+    const caps = { ...TARGET_KINDS.hosts.capabilities };
     this.targets.set("local", {
       name: "local",
       kind: "hosts",
