@@ -338,6 +338,8 @@ export class FakeGithub {
       cgi.stdout.on("data", (c: Buffer) => chunks.push(c));
       cgi.on("error", reject);
       cgi.on("close", () => resolve(Buffer.concat(chunks)));
+      // http-backend may answer without reading the whole body (a refusal, a GET).
+      cgi.stdin.on("error", () => undefined);
       cgi.stdin.end(body);
     });
     const split = out.indexOf("\r\n\r\n");

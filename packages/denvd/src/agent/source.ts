@@ -1,6 +1,6 @@
 import { mkdir, mkdtemp, rm } from "node:fs/promises";
 import { join } from "node:path";
-import { Readable } from "node:stream";
+import { PassThrough, Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { createGunzip } from "node:zlib";
 import { DenvError } from "@denv/spec";
@@ -58,11 +58,15 @@ async function gunzipIfNeeded(
 }
 
 export async function receiveSource(input: Readable, tmpRoot: string): Promise<ProjectSource> {
+  // Taken before the first await: a child's stdout nobody listens to yet is resumed, and its
+  // data dropped, once the child exits (Node's flushStdio), so a fast `git archive` arrived empty.
+  const taken = new PassThrough();
+  pipeline(input, taken).catch(() => undefined); // a failure reaches the reader as taken's error
   await mkdir(tmpRoot, { recursive: true, mode: 0o700 });
   const work = await mkdtemp(join(tmpRoot, "deploy-"));
   const cleanup = () => rm(work, { recursive: true, force: true });
   try {
-    const { stream, compressed } = await gunzipIfNeeded(input);
+    const { stream, compressed } = await gunzipIfNeeded(taken);
     await using guarded = await guardTar(stream, { tmpDir: work });
     const dir = join(work, "project");
     await mkdir(dir, { mode: 0o700 });
