@@ -290,18 +290,19 @@ it("a task that asks for internet access gets the package mirrors, or is refused
  * Harbor's own docker backend: what parity means (the same on both: 1.0 and 0.0).
  */
 async function parity(name: string, task: string): Promise<Array<[string, string, number | undefined]>> {
-  const table: Array<[string, string, number | undefined]> = [];
-  for (const [backend, env] of [
-    ["denv", undefined],
-    ["docker", null],
-  ] as const) {
+  // The two backends at once (they share nothing but the engine); on each, the oracle first,
+  // then the nop agent (on denv, its trial forks the version the oracle's trial deployed).
+  const backend = async (label: string, env: string | null | undefined) => {
+    const rows: Array<[string, string, number | undefined]> = [];
     for (const agent of ["oracle", "nop"]) {
-      const trials = await harborRun(`${name}-${backend}-${agent}`, agent, { task, env });
-      expect(trials[0]?.exception_info ?? null, `${name} ${backend} ${agent}`).toBeNull();
-      table.push([backend, agent, trials[0]?.verifier_result?.rewards?.reward]);
+      const trials = await harborRun(`${name}-${label}-${agent}`, agent, { task, env });
+      expect(trials[0]?.exception_info ?? null, `${name} ${label} ${agent}`).toBeNull();
+      rows.push([label, agent, trials[0]?.verifier_result?.rewards?.reward]);
     }
-  }
-  return table;
+    return rows;
+  };
+  const [denv, docker] = await Promise.all([backend("denv", undefined), backend("docker", null)]);
+  return [...denv, ...docker];
 }
 
 const SAME = [
@@ -356,22 +357,29 @@ it("a multi-container task whose compose extends Harbor's base: oracle 1.0 and n
   // examples/harbor-multi: main has no build (Harbor's base builds it from environment/), kv is
   // the only way to the value; denv.harbor merges the compose file over Harbor's base.
   const project = "harbor-harbor-multi";
-  const solved = await harborRun("multi-oracle", "oracle", { task: "/examples/harbor-multi" });
-  expect(solved[0]?.exception_info ?? null).toBeNull();
-  expect(solved[0]?.verifier_result?.rewards).toEqual({ reward: 1 });
-  const untouched = await harborRun("multi-nop", "nop", { task: "/examples/harbor-multi" });
-  expect(untouched[0]?.exception_info ?? null).toBeNull();
-  expect(untouched[0]?.verifier_result?.rewards).toEqual({ reward: 0 });
-  expect(count(await deployments(project), "deploy")).toBe(1);
-  // The same task on Harbor's own docker backend (as public: no egress-control sidecar here).
+  // The same task on Harbor's own docker backend (as public: no egress-control sidecar here),
+  // at the same time.
   const task = path.join(jobsDir, "harbor-multi-docker");
   copyTask(path.join(repo, "examples/harbor-multi"), task, publicNetwork);
-  const docker = await harborRun("multi-docker-oracle", "oracle", { task, env: null });
-  expect(docker[0]?.exception_info ?? null).toBeNull();
-  expect(docker[0]?.verifier_result?.rewards).toEqual({ reward: 1 });
-  const dockerNop = await harborRun("multi-docker-nop", "nop", { task, env: null });
-  expect(dockerNop[0]?.exception_info ?? null).toBeNull();
-  expect(dockerNop[0]?.verifier_result?.rewards).toEqual({ reward: 0 });
+  const [[solved, untouched], [docker, dockerNop]] = await Promise.all([
+    (async () => [
+      await harborRun("multi-oracle", "oracle", { task: "/examples/harbor-multi" }),
+      await harborRun("multi-nop", "nop", { task: "/examples/harbor-multi" }),
+    ])(),
+    (async () => [
+      await harborRun("multi-docker-oracle", "oracle", { task, env: null }),
+      await harborRun("multi-docker-nop", "nop", { task, env: null }),
+    ])(),
+  ]);
+  expect(solved?.[0]?.exception_info ?? null).toBeNull();
+  expect(solved?.[0]?.verifier_result?.rewards).toEqual({ reward: 1 });
+  expect(untouched?.[0]?.exception_info ?? null).toBeNull();
+  expect(untouched?.[0]?.verifier_result?.rewards).toEqual({ reward: 0 });
+  expect(count(await deployments(project), "deploy")).toBe(1);
+  expect(docker?.[0]?.exception_info ?? null).toBeNull();
+  expect(docker?.[0]?.verifier_result?.rewards).toEqual({ reward: 1 });
+  expect(dockerNop?.[0]?.exception_info ?? null).toBeNull();
+  expect(dockerNop?.[0]?.verifier_result?.rewards).toEqual({ reward: 0 });
 }, 1_200_000);
 
 it("denv import harbor: the imported harbor-hello deploys and denv verify grades 1.0 and 0.0", async () => {
