@@ -235,6 +235,8 @@ export const ComposeReasons = {
   agentSandbox: (value: string) => `'${value}' is not an agent sandbox: use gvisor`,
   verifierEgress: (value: string) =>
     `'${value}' is not a verifier egress policy: use deny, or mirrors (the host's package mirrors, through denvd's proxy)`,
+  smoke: (value: string) =>
+    `expected true, or a mapping with expect (the reward an untouched deploy must get), got ${value}`,
   verifierSameUser: (user: string) =>
     `the verifier is a separate principal (protection 2); user '${user}' is also the agent's user`,
   egressAllowOnRlEnvironment:
@@ -451,6 +453,9 @@ export const ControlPlaneMessages = {
     `host ${host} did not answer within ${seconds}s after the control plane restarted; the deployment is failed`,
   /** A page of the dashboard asked of a control plane whose --web-dir holds no build of packages/web. */
   dashboardNotBuilt: "the dashboard is not built on this control plane: run npm run build (packages/web)",
+  /** x-denv.verifier.smoke.expect not met: the deploy fails before alpha switches (the version stays). */
+  smokeMismatch: (version: string, got: string, expected: number) =>
+    `smoke verify of ${version}: ${got}, where x-denv.verifier.smoke.expect is ${expected}; the environment still runs the version it ran`,
   /** A file of the dashboard that its build does not have (or a path that could leave the build). */
   noDashboardFile: (path: string) => `no file ${path} in the dashboard`,
 } as const;

@@ -30,6 +30,8 @@ export const PhaseName = z.enum([
   "health",
   "probe",
   "snapshot",
+  // A deploy whose verifier asks for it (x-denv.verifier.smoke): its new version graded untouched.
+  "smoke verify",
   "switch",
   "freeze",
   "capture layers",
@@ -53,7 +55,18 @@ export type PhaseName = z.infer<typeof PhaseName>;
 export const Phases: Record<DeploymentKind, readonly PhaseName[]> = {
   // The host that builds is the host that runs (images stay where they were built), so a
   // deploy is placed before it is validated and built there.
-  deploy: ["resolve source", "place", "validate", "build", "start", "health", "probe", "snapshot", "switch"],
+  deploy: [
+    "resolve source",
+    "place",
+    "validate",
+    "build",
+    "start",
+    "health",
+    "probe",
+    "snapshot",
+    "smoke verify",
+    "switch",
+  ],
   fork: ["place", "transfer", "restore", "start", "health", "probe"],
   rollback: ["place", "transfer", "restore", "start", "health", "probe", "switch"],
   snapshot: ["freeze", "capture layers", "capture volumes", "thaw", "record"],

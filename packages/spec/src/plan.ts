@@ -131,6 +131,11 @@ export const VerifierPlan = z.object({
   user: z.string(),
   environment: z.record(z.string(), z.string()),
   resources: Resources,
+  /**
+   * x-denv.verifier.smoke: every deploy grades its new version once, untouched, on a fork;
+   * `expect`: the reward it must get, or the deploy fails before alpha switches.
+   */
+  smoke: z.object({ expect: z.number().optional() }).optional(),
 });
 export type VerifierPlan = z.infer<typeof VerifierPlan>;
 

@@ -139,6 +139,12 @@ describe("docs/how-to/push-to-deploy.md against GitHub on loopback", () => {
     expect(transcript).toContain(`denv / alpha\ncompleted\nsuccess\n${stack.url}/deployments/${id}\n`);
     expect(transcript).toContain("| resolve source | succeeded |");
     expect(transcript).toMatch(/Version: `shop@v1`/);
+    // The page's smoke verify: shop@v1 graded untouched on a fork before the switch.
+    expect(transcript).toContain("    smoke: { expect: 0 }");
+    expect(transcript).toContain("\nReward: 0\n");
+    expect(transcript).toMatch(/\| smoke verify \| succeeded \| \d+\.\d s \| reward: 0 \|/);
+    const smoke = d.phases.find((p) => p.name === "smoke verify");
+    expect(smoke?.evidence).toMatchObject({ status: "graded", reward: 0, expect: 0, verifier: { user: "1001" } });
     const run1 = gs.checkRuns.find((r) => r.head_sha === head);
     expect(run1?.history[0]).toBe("in_progress");
     // The control plane kept no copy of the source.

@@ -42,6 +42,11 @@ describe("deployments through phases", () => {
     });
     expect(d.phases.map((p: Phase) => p.name)).toEqual(Phases.deploy);
     for (const p of d.phases as Phase[]) {
+      // A smoke verify runs only where the verifier asks for it (smoke-verify.test.ts).
+      if (p.name === "smoke verify") {
+        expect(p.status).toBe("skipped");
+        continue;
+      }
       expect(p.status, p.name).toBe("succeeded");
       expect(p.duration_ms, p.name).toBeGreaterThanOrEqual(0);
     }

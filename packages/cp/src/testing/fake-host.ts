@@ -44,6 +44,9 @@ export interface FakeHostOptions {
   fileBytes?: number;
   /** The x-denv.pool its deploys' validate phase reports (the file asks for warm forks). */
   validatePool?: number;
+  /** The x-denv.verifier.smoke its deploys' validate phase reports, and the reward a smoke verify gets. */
+  validateSmoke?: { expect?: number };
+  smokeReward?: number;
   /** What the hello claims, when it differs from the join request (a rogue host). */
   helloLabels?: Record<string, string>;
   capacity?: { cpus: number; memory_bytes: number; disk_free_bytes: number; pids?: number };
@@ -56,6 +59,8 @@ type Outcome = { ok: true; result: unknown } | { ok: false; error: { code: strin
 export class FakeHost {
   readonly environments = new Map<string, HeldEnv>();
   readonly versions = new Set<string>();
+  /** The reward its smoke verifies get (FakeHostOptions.smokeReward; a test may change it). */
+  smokeReward = 0;
   /** Every command frame received, re-sends included. */
   readonly commands: CommandFrame[] = [];
   readonly journal = new Map<string, Outcome>();
@@ -99,6 +104,7 @@ export class FakeHost {
   ) {
     this.heartbeats = o.heartbeats ?? true;
     this.grantDelayMs = o.grantDelayMs ?? 0;
+    this.smokeReward = o.smokeReward ?? 0;
   }
 
   /** POST /v1/hosts/join with `token`; throws with the cp's error body when refused. */
@@ -295,14 +301,18 @@ export class FakeHost {
   /** Runs the command's phases as denvd reports them: start, a log line, end with its evidence. */
   private async progress(c: CommandFrame, produced: Omit<Produced, "host">): Promise<void> {
     for (const phase of HostPhases[c.kind]) {
-      if (phase === "switch" || phase === "transfer") continue;
+      if (phase === "switch" || phase === "transfer" || phase === "smoke verify") continue;
       this.send({ v: PROTOCOL_VERSION, type: "progress", id: c.id, phase });
       await new Promise((r) => setTimeout(r, this.o.stepDelayMs ?? 2));
       this.send({ v: PROTOCOL_VERSION, type: "progress", id: c.id, line: `${phase} done` });
       const base = phaseEvidence(phase, { ...produced, host: this.id });
       const evidence =
-        phase === "validate" && this.o.validatePool !== undefined
-          ? { ...base, pool: this.o.validatePool }
+        phase === "validate"
+          ? {
+              ...base,
+              ...(this.o.validatePool !== undefined ? { pool: this.o.validatePool } : {}),
+              ...(this.o.validateSmoke !== undefined ? { smoke: this.o.validateSmoke } : {}),
+            }
           : base;
       this.send({ v: PROTOCOL_VERSION, type: "progress", id: c.id, ended: phase, evidence });
     }
@@ -379,8 +389,19 @@ export class FakeHost {
         return { environment, destroyed: true };
       }
       case "env.verify": {
-        const { environment, number } = CommandPayloads["env.verify"].parse(p);
+        const { environment, number, version } = CommandPayloads["env.verify"].parse(p);
         env(environment);
+        if (version !== undefined) {
+          // A smoke verify: the version graded untouched; no agent stopped, nothing snapshotted.
+          if (!this.versions.has(version)) throw notFound(`version ${version}`);
+          const [project, n] = version.split("@v") as [string, string];
+          const graded = verifyResult(environment, hostVersion(project, Number(n), environment));
+          const { agent: _agent, ...evidence } = graded.evidence;
+          const reward = this.smokeReward;
+          const result = { ...graded, reward, rewards: { tests: reward }, evidence };
+          await this.progress(c, { verify: result });
+          return result;
+        }
         // As denvd: the episode's snapshot is a version the host now holds.
         const project = environment.split("/")[0] as string;
         const result = verifyResult(

@@ -157,6 +157,7 @@ const handlerTable: { [K in CommandKind]: Handler<K> } = {
       command: ctx.id,
       onPhase: ctx.phases(false),
       ...(p.number !== undefined ? { number: p.number } : {}),
+      ...(p.version !== undefined ? { smokeVersion: p.version } : {}),
     }),
   "env.logs": (p, ctx) => ctx.runtime.logs(p.environment, p.service, p.tail),
   "env.connect": tunnel,

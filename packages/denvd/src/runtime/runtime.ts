@@ -132,6 +132,7 @@ export class Runtime {
       services: plan.services.map((s) => s.name),
       agent: plan.agent.service,
       ...(plan.pool !== undefined ? { pool: plan.pool } : {}),
+      ...(plan.verifier?.smoke ? { smoke: plan.verifier.smoke } : {}),
     });
     return ctx.locks.with(id, async () => {
       if (await ctx.records.getEnvironment(id)) {
@@ -261,6 +262,7 @@ export class Runtime {
     environment: (envId) => requireEnvironment(this.host, envId),
     stopAgent: (envId) => this.stopAgent(envId),
     snapshot: (envId, opts) => this.snapshot(envId, opts),
+    version: (versionId) => this.version(versionId),
     fork: (versionId, opts) => this.fork(versionId, opts),
     destroy: (envId) => this.destroy(envId),
   };

@@ -26,6 +26,7 @@ export interface EpisodePort {
   environment(envId: string): Promise<EnvironmentRecord>;
   stopAgent(envId: string): Promise<{ killed: number; survivors: number }>;
   snapshot(envId: string, opts: { command: string; number?: number | undefined }): Promise<VersionInfo>;
+  version(versionId: string): Promise<VersionInfo>;
   fork(versionId: string, opts: { name: string; command: string }): Promise<HostEnvironment>;
   destroy(envId: string): Promise<void>;
 }
@@ -35,6 +36,11 @@ export interface VerifyOptions {
   keepFork?: boolean;
   onPhase?: PhaseListener;
   number?: number;
+  /**
+   * A smoke verify (x-denv.verifier.smoke): this version of the environment's project is graded
+   * untouched, on a fork of it. No agent ran in it, so none is stopped, and nothing is snapshotted.
+   */
+  smokeVersion?: string;
 }
 
 /**
@@ -60,18 +66,31 @@ export async function verifyEnvironment(
   }
   const command = opts.command ?? `verify-${randomBytes(4).toString("hex")}`;
   const t0 = Date.now();
-  phase.start("stop agent");
-  const agent = await episode.stopAgent(envId);
-  const tStopped = Date.now();
-  phase.end("stop agent", agent, "snapshot");
-  const version = await episode.snapshot(envId, { command, number: opts.number });
+  let agent: { killed: number; survivors: number } | undefined;
+  let version: VersionInfo;
+  let tStopped = t0;
+  if (opts.smokeVersion !== undefined) {
+    version = await episode.version(opts.smokeVersion);
+    if (version.project !== rec.project)
+      throw new DenvError(
+        "invalid_request",
+        `version ${version.id} is not of project ${rec.project}: a smoke verify grades a version of its own project`,
+      );
+  } else {
+    phase.start("stop agent");
+    agent = await episode.stopAgent(envId);
+    tStopped = Date.now();
+    phase.end("stop agent", agent, "snapshot");
+    version = await episode.snapshot(envId, { command, number: opts.number });
+  }
   const snapshot = {
     version: version.id,
     method: version.method,
     frozen_ms: version.timings.frozenMs,
     total_ms: version.timings.totalMs,
   };
-  phase.end("snapshot", snapshot, "fork");
+  if (agent) phase.end("snapshot", snapshot, "fork");
+  else phase.start("fork");
   const tSnap = Date.now();
   const fork = await episode.fork(version.id, { name: `verify-${randomBytes(3).toString("hex")}`, command });
   const tForked = Date.now();
@@ -79,7 +98,11 @@ export async function verifyEnvironment(
   // The fork was probed as it came up; this phase reports that probe.
   phase.end("probe", fork.evidence.probe);
   // What every outcome reports: the agent stopped, the episode's snapshot, the fork it ran on.
-  const episodeEvidence = { agent, snapshot, fork: { environment: fork.id, probe: fork.evidence.probe } };
+  const episodeEvidence = {
+    ...(agent ? { agent } : {}),
+    snapshot,
+    fork: { environment: fork.id, probe: fork.evidence.probe },
+  };
   const outcome = { version: version.id, fork: fork.id, snapshot: hostVersion(version, ctx.hostId) };
   let verifierId = "";
   let submission: Submission | undefined;
@@ -154,8 +177,7 @@ export async function verifyEnvironment(
       submission: submission.entries,
       verifier,
       timings: {
-        stop_agent_ms: tStopped - t0,
-        snapshot_ms: tSnap - tStopped,
+        ...(agent ? { stop_agent_ms: tStopped - t0, snapshot_ms: tSnap - tStopped } : {}),
         fork_ms: tForked - tSnap,
         prepare_ms: tReady - tForked,
         run_ms: tRan - tReady,

@@ -146,6 +146,12 @@ export function parseVerifier(value: unknown, scope: VerifierScope): VerifierPla
       case "resources":
         verifier.resources = withDefaults(parseResourceBlock(v, key, refuse), scope.defaults);
         break;
+      case "smoke": {
+        const smoke = parseSmoke(v);
+        if (smoke === "refused") refuse(key, ComposeReasons.smoke(describe(v)));
+        else if (smoke !== undefined) verifier.smoke = smoke;
+        break;
+      }
       default:
         refuse(key, ComposeReasons.unknownKey);
     }
@@ -169,6 +175,20 @@ export function parseVerifier(value: unknown, scope: VerifierScope): VerifierPla
   if (!ok) return undefined;
   if (verifier.image === "") verifier.image = scope.tags.derive("verifier");
   return verifier;
+}
+
+/** `true`, `false`, or `{ expect: REWARD }`; "refused" for anything else. */
+function parseSmoke(v: unknown): VerifierPlan["smoke"] | "refused" {
+  if (v === true) return {};
+  if (v === false) return undefined;
+  if (!isMapping(v)) return "refused";
+  const smoke: NonNullable<VerifierPlan["smoke"]> = {};
+  for (const [k, x] of Object.entries(v)) {
+    if (isExtensionKey(k) || x === null) continue;
+    if (k !== "expect" || typeof x !== "number" || !Number.isFinite(x)) return "refused";
+    smoke.expect = x;
+  }
+  return smoke;
 }
 
 /** An absolute path below / without `..`, normalized; undefined otherwise. */

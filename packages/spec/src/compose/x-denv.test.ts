@@ -170,6 +170,20 @@ describe("x-denv", () => {
     expect(accept(`${base}x-denv: {verifier: {image: v, command: [x]}}\n`).verifier?.egress).toBeUndefined();
   });
 
+  it("reads x-denv.verifier.smoke: true, false, or a reward to expect; refuses anything else", () => {
+    const smoke = (v: string) =>
+      accept(`${base}x-denv: {verifier: {image: v, command: [x], smoke: ${v}}}\n`).verifier?.smoke;
+    expect(smoke("true")).toEqual({});
+    expect(smoke("false")).toBeUndefined();
+    expect(smoke("{expect: 0}")).toEqual({ expect: 0 });
+    expect(smoke("{expect: 0.5}")).toEqual({ expect: 0.5 });
+    expect(accept(`${base}x-denv: {verifier: {image: v, command: [x]}}\n`).verifier?.smoke).toBeUndefined();
+    const refused = (v: string) => refusals(`${base}x-denv: {verifier: {image: v, command: [x], smoke: ${v}}}\n`);
+    expect(refused("yes")).toEqual([top("x-denv.verifier.smoke", R.smoke('the string "yes"'))]);
+    expect(refused("{expect: one}")).toEqual([top("x-denv.verifier.smoke", R.smoke("a mapping"))]);
+    expect(refused("{reward: 1}")).toEqual([top("x-denv.verifier.smoke", R.smoke("a mapping"))]);
+  });
+
   it("refuses a verifier that shares the agent's uid, or reaches outside", () => {
     expect(
       refusals(`${base}x-denv:

@@ -78,8 +78,16 @@ export const CommandPayloads = {
   "env.start": EnvRefPayload,
   "env.destroy": EnvRefPayload,
   "env.probe_egress": EnvRefPayload,
-  /** `number`: the version number the episode's snapshot takes (the cp numbers versions). */
-  "env.verify": z.object({ environment: z.string(), number: z.number().int().positive().optional() }),
+  /**
+   * `number`: the version number the episode's snapshot takes (the cp numbers versions).
+   * `version`: a smoke verify instead (x-denv.verifier.smoke): that version of the environment's
+   * project is graded untouched on a fork of it; no agent is stopped and nothing is snapshotted.
+   */
+  "env.verify": z.object({
+    environment: z.string(),
+    number: z.number().int().positive().optional(),
+    version: z.string().optional(),
+  }),
   "env.logs": z.object({
     environment: z.string(),
     service: z.string().optional(),

@@ -191,7 +191,8 @@ export type SubmissionEntry = z.infer<typeof SubmissionEntry>;
 
 /** The evidence of a verify result (protection 2), whatever its grade. */
 export const VerifyEvidence = z.object({
-  agent: AgentStopped,
+  /** Absent for a smoke verify (no agent ran in the version it grades). */
+  agent: AgentStopped.optional(),
   snapshot: EpisodeSnapshot,
   fork: z.object({ environment: z.string(), probe: ProbeEvidence }),
   submission: z.array(SubmissionEntry),
@@ -210,8 +211,8 @@ export const VerifyEvidence = z.object({
 });
 export type VerifyEvidence = z.infer<typeof VerifyEvidence>;
 
-/** The phases a host runs and reports; `switch` and `transfer` are the control plane's alone. */
-export const HostPhaseName = PhaseName.exclude(["switch", "transfer"]);
+/** The phases a host runs and reports; `switch`, `transfer` and `smoke verify` are the control plane's alone. */
+export const HostPhaseName = PhaseName.exclude(["switch", "transfer", "smoke verify"]);
 export type HostPhaseName = z.infer<typeof HostPhaseName>;
 
 /** What a host reports when each of its phases ends. */
@@ -227,6 +228,8 @@ export const PhaseEvidence = {
     agent: z.string(),
     /** x-denv.pool, when the file asks for warm forks. */
     pool: z.number().int().nonnegative().optional(),
+    /** x-denv.verifier.smoke, when the file asks for a smoke verify of each deploy. */
+    smoke: z.object({ expect: z.number().optional() }).optional(),
   }),
   /** Image id per service, and where the builds ran (absent when nothing was built). */
   build: z.object({ digests: ByService, builds: BuildEvidence.optional() }),

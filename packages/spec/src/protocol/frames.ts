@@ -98,7 +98,7 @@ export const ProgressFrame = z
       }
       return;
     }
-    if (f.ended === "switch" || f.ended === "transfer") {
+    if (f.ended === "switch" || f.ended === "transfer" || f.ended === "smoke verify") {
       ctx.addIssue({
         code: "custom",
         path: ["ended"],

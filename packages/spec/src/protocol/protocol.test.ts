@@ -43,7 +43,7 @@ describe("the protocol's contract", () => {
     }
   });
 
-  it("every phase a host reports has an evidence schema; switch and transfer are the control plane's alone", () => {
+  it("every phase a host reports has an evidence schema; transfer, smoke verify and switch are the control plane's alone", () => {
     for (const kind of CommandKind.options) {
       for (const phase of HostPhases[kind]) {
         expect(HostPhaseName.safeParse(phase).success, `${kind}: ${phase}`).toBe(true);
@@ -52,6 +52,7 @@ describe("the protocol's contract", () => {
     }
     expect(PhaseName.options.filter((p) => !HostPhaseName.safeParse(p).success)).toEqual([
       "transfer",
+      "smoke verify",
       "switch",
     ]);
   });

@@ -1,9 +1,10 @@
 import { createReadStream } from "node:fs";
 import { rm } from "node:fs/promises";
-import { composeServiceCount, type PhaseName } from "@denv/spec";
+import { ControlPlaneMessages, composeServiceCount, DenvError, type PhaseName } from "@denv/spec";
 import { z } from "zod";
 import { readTarEntry } from "../../targets/tar-entry.js";
 import { DeployState, PlacementValue } from "../requests.js";
+import type { RunContext } from "../run-context.js";
 import {
   destroyQuietly,
   environmentResult,
@@ -99,14 +100,17 @@ export const deploy: KindRunner = {
       { phases: [], within: "snapshot" },
     );
     await recordVersion(ctx, version, place.hostId);
+    // The file's x-denv.pool and x-denv.verifier.smoke, as the host read them.
+    const validated = ctx.d.phases.find((ph) => ph.name === "validate")?.evidence as
+      | { pool?: unknown; smoke?: { expect?: number } }
+      | undefined;
+    if (validated?.smoke)
+      await smokeVerify(ctx, place.hostId, `${project}/${hostEnv}`, version.id, validated.smoke);
     const env = await switchTo(ctx, (base) =>
       fromHost(base, created, { hostId: place.hostId, hostEnv, version: version.id }),
     );
     await ctx.deps.afterVersion(project);
-    // The file's x-denv.pool, as the host read it, is the project's pool size by default.
-    const validated = ctx.d.phases.find((ph) => ph.name === "validate")?.evidence as
-      | { pool?: unknown }
-      | undefined;
+    // The file's x-denv.pool is the project's pool size by default.
     await ctx.deps.afterDeploy?.(project, typeof validated?.pool === "number" ? validated.pool : undefined);
     return environmentResult(env);
   },
@@ -130,3 +134,50 @@ export const deploy: KindRunner = {
     if (req.success && req.data.spool) await rm(req.data.spool, { force: true });
   },
 };
+
+/**
+ * x-denv.verifier.smoke: the new version graded once, untouched, on a fork of it (the host's
+ * verify of a version: no agent stopped, nothing snapshotted), before the environment switches.
+ * The outcome is the phase's evidence (the check run's reward); with `expect`, any other outcome
+ * fails the deploy here: the version is kept (fork it to see why) and nothing switches.
+ */
+function smokeVerify(
+  ctx: RunContext,
+  hostId: string,
+  hostEnv: string,
+  version: string,
+  smoke: { expect?: number },
+): Promise<void> {
+  return ctx.phase("smoke verify", async () => {
+    // The host's own phases (fork, probe, run verifier...) join this phase's evidence by name.
+    const graded = await ctx.command(
+      "smoke",
+      hostId,
+      "env.verify",
+      { environment: hostEnv, version },
+      { phases: [] },
+    );
+    const met = smoke.expect === undefined || (graded.status === "graded" && graded.reward === smoke.expect);
+    if (!met) {
+      const got =
+        graded.status === "graded"
+          ? `reward ${graded.reward}`
+          : `${graded.status}${graded.message ? ` (${graded.message})` : ""}`;
+      throw new DenvError(
+        "verifier_failed",
+        ControlPlaneMessages.smokeMismatch(version, got, smoke.expect as number),
+      );
+    }
+    return {
+      value: undefined,
+      evidence: {
+        status: graded.status,
+        reward: graded.reward,
+        rewards: graded.rewards,
+        ...(graded.message ? { message: graded.message } : {}),
+        ...(smoke.expect !== undefined ? { expect: smoke.expect } : {}),
+        verifier: { user: graded.evidence.verifier.user, duration_ms: graded.evidence.verifier.duration_ms },
+      },
+    };
+  });
+}
