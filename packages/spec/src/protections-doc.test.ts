@@ -51,6 +51,12 @@ describe("docs/reference/protections.md lists every exact string", () => {
     }
   });
 
+  it("has the smoke verify's failure of a deploy", () => {
+    expect(doc).toContain(
+      ControlPlaneMessages.smokeMismatch("<version>", "<what it got>", "<expect>" as unknown as number),
+    );
+  });
+
   it("has denv.verifiers' refusal of a harness that would run commands on the host", () => {
     expect(doc).toContain(VerifiersMessages.hostShell("<harness>"));
   });
