@@ -119,3 +119,59 @@ def test_a_fresh_venv_installs_the_wheel(dists: tuple[Path, Path], tmp_path: Pat
         text=True,
     )
     assert shown.stdout.split() == [PYPROJECT["version"], PYPROJECT["version"], "Client"]
+
+
+IMPORT_BOTH = "import {adapter}, {framework}; print({adapter}.__name__, {framework}.__name__)"
+FOUND = "import importlib.util as u, sys; print([m for m in sys.argv[1:] if u.find_spec(m)])"
+
+# Each extra, what it makes importable: the adapter module and the framework it adapts.
+EXTRAS = {
+    "inspect": ("denv.inspect", "inspect_ai"),
+    "openenv": ("denv.openenv", "openenv"),
+    "verifiers": ("denv.verifiers", "verifiers"),
+}
+
+
+def test_every_extra_is_covered() -> None:
+    # harbor needs Python >= 3.12: deploy/tools-image installs the wheel with it into a fresh
+    # Python 3.13 venv (from wheels only, so a requirement it cannot satisfy fails the build).
+    assert sorted(PYPROJECT["optional-dependencies"]) == sorted([*EXTRAS, "harbor", "dev"])
+
+
+@pytest.mark.parametrize("extra", sorted(EXTRAS))
+def test_a_fresh_venv_installs_the_wheel_with_each_extra(
+    extra: str, dists: tuple[Path, Path], tmp_path: Path
+) -> None:
+    # uv (the verifiers extra's own, in the suite's venv) installs from PyPI through its cache,
+    # which the suite's venv filled: each extra alone, in its own venv, as a user would get it.
+    uv = Path(sys.executable).parent / "uv"
+    env_dir = tmp_path / extra
+    py = env_dir / "bin" / "python"
+    subprocess.run([str(uv), "venv", "-q", "--python", sys.executable, str(env_dir)], check=True)
+    installed = subprocess.run(
+        [str(uv), "pip", "install", "-q", "--python", str(py), f"{dists[1]}[{extra}]"],
+        capture_output=True,
+        text=True,
+    )
+    assert installed.returncode == 0, installed.stderr
+    checked = subprocess.run(
+        [str(uv), "pip", "check", "--python", str(py)], capture_output=True, text=True
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    adapter, framework = EXTRAS[extra]
+    shown = subprocess.run(
+        [str(py), "-c", IMPORT_BOTH.format(adapter=adapter, framework=framework)],
+        capture_output=True,
+        text=True,
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.split() == [adapter, framework]
+    # What the other extras bring stays out: each extra is its own.
+    others = [f for e, (_, f) in EXTRAS.items() if e != extra]
+    absent = subprocess.run(
+        [str(py), "-c", FOUND, *others],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert absent.stdout.strip() == "[]"
