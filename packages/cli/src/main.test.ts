@@ -6,9 +6,9 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
-/** These tests run the built CLI, as a user would: `node packages/cli/dist/main.js`. */
+/** These tests run the built CLI, as a user would: `node packages/cli/dist/denv.mjs` (the bin). */
 const repo = fileURLToPath(new URL("../../../", import.meta.url));
-const cli = path.join(repo, "packages/cli/dist/main.js");
+const cli = path.join(repo, "packages/cli/dist/denv.mjs");
 
 let spec: typeof import("@denv/spec");
 let tmp: string;

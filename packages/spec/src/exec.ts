@@ -1,5 +1,8 @@
 import { z } from "zod";
 
+/** The longest exec timeout, in seconds (a week): what a timer can wait, and more than any episode. */
+export const MAX_EXEC_TIMEOUT_SEC = 7 * 24 * 3600;
+
 /**
  * The exec contract: one schema used by the API, the protocol, the CLI, the SDK and Python.
  * Bytes travel as base64 in JSON; the runtime also takes streams.
@@ -19,7 +22,7 @@ export const ExecRequest = z
     /** Standard input, base64. */
     stdin: z.string().optional(),
     /** Seconds; on expiry the whole process tree is killed and `timed_out` is set. */
-    timeout: z.number().positive().optional(),
+    timeout: z.number().positive().max(MAX_EXEC_TIMEOUT_SEC).optional(),
     tty: z.boolean().optional(),
     /** Per-stream output cap in bytes (default 10 MiB). */
     output_limit: z.number().int().positive().optional(),

@@ -14,7 +14,8 @@ import { promisify } from "node:util";
  */
 
 export const repo = fileURLToPath(new URL("../../../../", import.meta.url));
-export const cli = path.join(repo, "packages/cli/dist/main.js");
+/** The `denv` command as its package ships it (bin: the bundle, scripts/bundle.mjs). */
+export const cli = path.join(repo, "packages/cli/dist/denv.mjs");
 
 export interface RunResult {
   code: number;

@@ -7,12 +7,12 @@ import { fileURLToPath } from "node:url";
 
 /**
  * What the CLI's tests share: they run the built CLI as a user would
- * (`node packages/cli/dist/main.js`), asynchronously, so that a fake control plane in the
+ * (`node packages/cli/dist/denv.mjs`, the bin), asynchronously, so that a fake control plane in the
  * test process can answer it.
  */
 
 export const repo = fileURLToPath(new URL("../../../../", import.meta.url));
-export const cliPath = path.join(repo, "packages/cli/dist/main.js");
+export const cliPath = path.join(repo, "packages/cli/dist/denv.mjs");
 
 /** Builds the CLI (and the SDK and spec it uses); the tests run what a user runs. */
 export function buildCli(): void {

@@ -1,4 +1,4 @@
-import { INITIAL_WINDOW, Protection } from "@denv/spec";
+import { INITIAL_WINDOW, MAX_EXEC_TIMEOUT_SEC, Protection } from "@denv/spec";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import type { FakeHost } from "../testing/fake-host.js";
@@ -73,6 +73,19 @@ describe("exec", () => {
     expect(both.status).toBe(400);
     expect(both.body.error.message).toContain("give exactly one of 'cmd' (argv) and 'shell'");
     expect((await t.admin.post("/v1/environments/shop/nope/exec", { cmd: ["ls"] })).status).toBe(404);
+    // A timeout no timer can wait (the fuzzer's 1.8e307 s made a deadline of Infinity: an
+    // instant 504, and a frame the host could not read) is refused, and nothing reaches the host.
+    const sent = h.commands.length;
+    const huge = await t.admin.post("/v1/environments/shop/alpha/exec", { cmd: ["ls"], timeout: 1.8e307 });
+    expect(huge.status).toBe(400);
+    expect(huge.body.error.message).toMatch(/^invalid request: timeout: /);
+    expect(huge.body.error.message).toContain(String(MAX_EXEC_TIMEOUT_SEC));
+    const week = await t.admin.post("/v1/environments/shop/alpha/exec", {
+      cmd: ["ls"],
+      timeout: MAX_EXEC_TIMEOUT_SEC + 1,
+    });
+    expect(week.status).toBe(400);
+    expect(h.commands.length).toBe(sent);
   });
 
   it("streams stdin in and output out over a WebSocket, within the host's credit", async () => {
