@@ -144,7 +144,12 @@ describe("docs/how-to/push-to-deploy.md against GitHub on loopback", () => {
     expect(transcript).toContain("\nReward: 0\n");
     expect(transcript).toMatch(/\| smoke verify \| succeeded \| \d+\.\d s \| reward: 0 \|/);
     const smoke = d.phases.find((p) => p.name === "smoke verify");
-    expect(smoke?.evidence).toMatchObject({ status: "graded", reward: 0, expect: 0, verifier: { user: "1001" } });
+    expect(smoke?.evidence).toMatchObject({
+      status: "graded",
+      reward: 0,
+      expect: 0,
+      verifier: { user: "1001" },
+    });
     const run1 = gs.checkRuns.find((r) => r.head_sha === head);
     expect(run1?.history[0]).toBe("in_progress");
     // The control plane kept no copy of the source.

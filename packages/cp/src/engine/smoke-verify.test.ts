@@ -37,7 +37,10 @@ describe("smoke verify on deploy", () => {
     const deployCmd = await h.command("env.deploy");
     const smoke = await h.command("env.verify");
     expect(smoke.id).toBe(`${r.body.id}.smoke`);
-    expect(smoke.payload).toEqual({ environment: `shop/${deployCmd.payload.environment}`, version: "shop@v1" });
+    expect(smoke.payload).toEqual({
+      environment: `shop/${deployCmd.payload.environment}`,
+      version: "shop@v1",
+    });
     // Nothing was snapshotted for it: v1 is the project's only version, and alpha runs it.
     const versions = (await t.admin.get("/v1/projects/shop/versions")).body.versions;
     expect(versions.map((v: { id: string }) => v.id)).toEqual(["shop@v1"]);

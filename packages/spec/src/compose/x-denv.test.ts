@@ -178,7 +178,8 @@ describe("x-denv", () => {
     expect(smoke("{expect: 0}")).toEqual({ expect: 0 });
     expect(smoke("{expect: 0.5}")).toEqual({ expect: 0.5 });
     expect(accept(`${base}x-denv: {verifier: {image: v, command: [x]}}\n`).verifier?.smoke).toBeUndefined();
-    const refused = (v: string) => refusals(`${base}x-denv: {verifier: {image: v, command: [x], smoke: ${v}}}\n`);
+    const refused = (v: string) =>
+      refusals(`${base}x-denv: {verifier: {image: v, command: [x], smoke: ${v}}}\n`);
     expect(refused("yes")).toEqual([top("x-denv.verifier.smoke", R.smoke('the string "yes"'))]);
     expect(refused("{expect: one}")).toEqual([top("x-denv.verifier.smoke", R.smoke("a mapping"))]);
     expect(refused("{reward: 1}")).toEqual([top("x-denv.verifier.smoke", R.smoke("a mapping"))]);
