@@ -33,6 +33,11 @@ describe("docs/reference pages of the control plane", () => {
     }
     expect(flat.includes(ControlPlaneMessages.noOnlineHost("local"))).toBe(true);
     expect(
+      flat.includes(
+        ControlPlaneMessages.smokeMismatch("<version>", "<what it got>", "<expect>" as unknown as number),
+      ),
+    ).toBe(true);
+    expect(
       flat.includes(ControlPlaneMessages.resumeTimedOut("<host>", "<seconds>" as unknown as number)),
     ).toBe(true);
   });
