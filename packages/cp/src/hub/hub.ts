@@ -22,6 +22,9 @@ import { HostSession } from "./host-session.js";
 import type { InboundStream, OutboundStream } from "./streams.js";
 import { type DirectRoute, directRoute } from "./transfer-route.js";
 
+/** The longest a Node timer waits (a longer delay fires at once). */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 /** What the hub tells the rest of the cp about hosts coming and going. */
 export interface HostLifecycle {
   /** A host said hello: record it online and reconcile what it holds. */
@@ -211,6 +214,9 @@ export class HostHub {
       return Promise.reject(new DenvError("conflict", ControlPlaneMessages.hostOffline(hostId)));
     }
     const makePayload = typeof payload === "function" ? payload : () => payload;
+    // Whole milliseconds (a frame's deadline is an integer: an exec timeout of 1.2345 s made one
+    // that denvd dropped as malformed, and the exec waited for nothing), within what a timer can wait.
+    const timeoutMs = Math.min(Math.ceil(opts.timeoutMs), MAX_TIMER_MS);
     let p!: Pending;
     const promise = new Promise<unknown>((resolve, reject) => {
       p = {
@@ -218,12 +224,12 @@ export class HostHub {
         hostId,
         kind,
         makePayload: makePayload as (streamId: string) => Record<string, unknown>,
-        deadline: Date.now() + opts.timeoutMs,
+        deadline: Date.now() + timeoutMs,
         opts,
         attempt: 0,
         resolve,
         reject,
-        timer: setTimeout(() => this.expire(opts.id), opts.timeoutMs),
+        timer: setTimeout(() => this.expire(opts.id), timeoutMs),
       };
     });
     this.pending.set(opts.id, { p, promise });

@@ -86,6 +86,15 @@ describe("exec", () => {
     });
     expect(week.status).toBe(400);
     expect(h.commands.length).toBe(sent);
+    // A fractional timeout goes out as a whole-millisecond deadline (denvd drops a frame whose
+    // deadline is not an integer, and the exec would wait for an answer that never comes).
+    const odd = await t.admin.post("/v1/environments/shop/alpha/exec", {
+      cmd: ["ls"],
+      timeout: 61470.550062925184,
+    });
+    expect(odd.status).toBe(200);
+    expect(Number.isInteger(h.commands.at(-1)?.deadline)).toBe(true);
+    expect(h.droppedFrames).toEqual([]);
   });
 
   it("streams stdin in and output out over a WebSocket, within the host's credit", async () => {

@@ -61,6 +61,8 @@ export class FakeHost {
   readonly versions = new Set<string>();
   /** The reward its smoke verifies get (FakeHostOptions.smokeReward; a test may change it). */
   smokeReward = 0;
+  /** Why each frame the fake dropped was malformed. */
+  readonly droppedFrames: string[] = [];
   /** Every command frame received, re-sends included. */
   readonly commands: CommandFrame[] = [];
   readonly journal = new Map<string, Outcome>();
@@ -243,7 +245,14 @@ export class FakeHost {
   }
 
   private receive(text: string): void {
-    const f = parseFrame(text);
+    let f: ReturnType<typeof parseFrame>;
+    try {
+      f = parseFrame(text);
+    } catch (err) {
+      // As denvd: a malformed frame is dropped (and kept here for the test to see).
+      this.droppedFrames.push(err instanceof Error ? err.message : String(err));
+      return;
+    }
     if (f.type === "heartbeat") this.heartbeatsReceived.push(Date.now());
     if (f.type === "command") {
       CommandPayloads[f.kind].parse(f.payload);
