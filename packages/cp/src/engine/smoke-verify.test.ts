@@ -47,6 +47,25 @@ describe("smoke verify on deploy", () => {
     expect((await t.admin.get("/v1/environments/shop/alpha")).body.version).toBe("shop@v1");
   });
 
+  it("a host that answers for another version than the one asked about is refused, and nothing switches", async () => {
+    h.rogue.set("env.verify", (r) => {
+      const graded = r as { snapshot: Record<string, unknown> };
+      return { ...graded, version: "shop@v9", snapshot: { ...graded.snapshot, id: "shop@v9", number: 9 } };
+    });
+    try {
+      const r = await deploy();
+      expect(r.body.status).toBe("failed");
+      expect(r.body.error.message).toContain(
+        `host ${h.id} answered env.verify for something it was not asked about`,
+      );
+      expect(phase(r.body, "smoke verify").status).toBe("failed");
+      expect(phase(r.body, "switch").status).toBe("skipped");
+    } finally {
+      h.rogue.delete("env.verify");
+    }
+    expect((await t.admin.get("/v1/environments/shop/alpha")).body.version).toBe("shop@v1");
+  });
+
   it("with expect, another reward fails the deploy in that phase and nothing switches", async () => {
     await t.close();
     t = await startTestCp();

@@ -36,6 +36,8 @@ const CHECKS: { [K in CommandKind]?: Check<K> } = {
     return (
       versionMismatch(r.snapshot, p.environment, p.number) ??
       same("version", r.version, r.snapshot.id) ??
+      // A smoke verify grades the version it was asked about, and no other.
+      (p.version === undefined ? undefined : same("version", r.version, p.version)) ??
       (r.fork.startsWith(`${project}/`)
         ? undefined
         : `its fork ${JSON.stringify(r.fork)} is not in project ${project}`)
