@@ -60,6 +60,27 @@ class Node:
     target: str = ""
 
 
+# GET /v1/targets/kinds as the control plane answers it, for two kinds.
+FAKE_KINDS: list[dict[str, Any]] = [
+    {
+        "kind": "hosts",
+        "family": "hosts",
+        "available": True,
+        "capabilities": {"multi_service": True, "snapshot": True, "fork": True},
+        "settings": [],
+        "credentials": [],
+    },
+    {
+        "kind": "hetzner",
+        "family": "provisioned",
+        "available": True,
+        "capabilities": {"multi_service": True, "snapshot": True, "fork": True},
+        "settings": ["location", "server_type"],
+        "credentials": [{"name": "token", "env": "HCLOUD_TOKEN"}],
+    },
+]
+
+
 @dataclass
 class FakeControlPlane:
     """The fake. ``requests`` records every request; ``on_exec`` answers exec requests."""
@@ -76,6 +97,7 @@ class FakeControlPlane:
     unreadable: set[str] = field(default_factory=set)
     next_fork: int = 0
     pools: dict[str, int] = field(default_factory=dict)
+    targets: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     # -------------------------------------------------------------- setup helpers
 
@@ -318,6 +340,33 @@ class FakeControlPlane:
                 else:
                     self.pools[p] = size
                 return httpx.Response(200, json=self.pool(p))
+            case ("GET", ["v1", "targets", "kinds"]):
+                kinds = [{**k, "capabilities": dict(k["capabilities"])} for k in FAKE_KINDS]
+                return httpx.Response(200, json={"kinds": kinds})
+            case ("GET", ["v1", "targets"]):
+                return httpx.Response(200, json={"targets": list(self.targets.values())})
+            case ("POST", ["v1", "targets"]):
+                req = json.loads(body)
+                if req["name"] in self.targets:
+                    return error(409, "conflict", f"target {req['name']} exists")
+                target = {
+                    "name": req["name"],
+                    "kind": req["kind"],
+                    "capabilities": dict(FAKE_KINDS[0]["capabilities"]),
+                    "settings": req.get("settings", {}),
+                    "credentials": sorted(req.get("credentials", {})),
+                    "created_at": "2026-01-01T00:00:00Z",
+                }
+                self.targets[req["name"]] = target
+                return httpx.Response(201, json=target)
+            case ("GET", ["v1", "targets", t]):
+                if t not in self.targets:
+                    return error(404, "not_found", f"no target {t}")
+                return httpx.Response(200, json=self.targets[t])
+            case ("DELETE", ["v1", "targets", t]):
+                if self.targets.pop(t, None) is None:
+                    return error(404, "not_found", f"no target {t}")
+                return httpx.Response(204)
             case (_, ["v1", "environments", p, e, *rest]):
                 return self.environment_route(method, f"{p}/{e}", rest, request, body)
         return error(404, "not_found", f"no route {method} {'/'.join(parts)}")

@@ -296,3 +296,34 @@ def test_environment_references() -> None:
     assert version_parts(3, "shop") == ("shop", 3)
     with pytest.raises(denv.InvalidRequestError, match="names no project"):
         version_parts(3, None)
+
+
+def test_targets_are_created_listed_shown_and_removed(
+    client: denv.Client, fake: FakeControlPlane
+) -> None:
+    kinds = client.target_kinds()
+    assert [(k.kind, k.family, k.available) for k in kinds] == [
+        ("hosts", "hosts", True),
+        ("hetzner", "provisioned", True),
+    ]
+    assert kinds[1].credentials == [{"name": "token", "env": "HCLOUD_TOKEN"}]
+    made = client.create_target(
+        "fleet", "hetzner", settings={"location": "fsn1"}, credentials={"token": "s3cret"}
+    )
+    assert json.loads(fake.bodies[-1]) == {
+        "name": "fleet",
+        "kind": "hetzner",
+        "settings": {"location": "fsn1"},
+        "credentials": {"token": "s3cret"},
+    }
+    # The secret went up once and never comes back: the target names its credentials only.
+    assert (made.name, made.kind, made.credentials) == ("fleet", "hetzner", ["token"])
+    assert "s3cret" not in made.model_dump_json()
+    assert [t.name for t in client.list_targets()] == ["fleet"]
+    assert client.get_target("fleet").settings == {"location": "fsn1"}
+    client.delete_target("fleet", force=True)
+    assert last(fake).method == "DELETE"
+    assert last(fake).url.params["force"] == "true"
+    assert client.list_targets() == []
+    with pytest.raises(denv.NotFoundError, match="no target fleet"):
+        client.get_target("fleet")

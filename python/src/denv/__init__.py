@@ -50,6 +50,8 @@ from ._models import (
     ReplayStepStatus,
     ReplaySummary,
     ServiceRef,
+    Target,
+    TargetKind,
     VerifyResult,
     Version,
 )
@@ -90,6 +92,8 @@ __all__ = [
     "Phase",
     "Pool",
     "PortForward",
+    "Target",
+    "TargetKind",
     "ProbeResult",
     "GithubConnection",
     "Project",

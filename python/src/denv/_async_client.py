@@ -94,6 +94,8 @@ from ._models import (
     Project,
     ReplayResult,
     ReplaySummary,
+    Target,
+    TargetKind,
     VerifyResult,
     Version,
 )
@@ -914,6 +916,79 @@ class AsyncClient(ClientBase):
         path = f"/v1/projects/{q(self._project(project))}/pool"
         resp = await self._send("PUT", path, json_body={"size": size})
         return parse_model(Pool, resp.json(), path)
+
+    # ------------------------------------------------------------------ targets
+
+    async def target_kinds(self) -> list[TargetKind]:
+        """Every target kind, with whether this control plane has its driver.
+
+        Each kind comes with its capabilities, settings and credentials
+        (docs/reference/targets.md).
+
+        Returns:
+            The kinds.
+        """
+        path = "/v1/targets/kinds"
+        return parse_list(TargetKind, await self._get_json(path), "kinds", path)
+
+    async def list_targets(self) -> list[Target]:
+        """The targets this token may see (all of them for an admin).
+
+        Returns:
+            The targets.
+        """
+        return parse_list(Target, await self._get_json("/v1/targets"), "targets", "/v1/targets")
+
+    async def get_target(self, name: str) -> Target:
+        """A target: its kind's capabilities, settings and credential names (admin).
+
+        Args:
+            name: The target.
+
+        Returns:
+            The target.
+        """
+        path = f"/v1/targets/{q(name)}"
+        return parse_model(Target, await self._get_json(path), path)
+
+    async def create_target(
+        self,
+        name: str,
+        kind: str,
+        *,
+        settings: Mapping[str, Any] | None = None,
+        credentials: Mapping[str, str] | None = None,
+    ) -> Target:
+        """Creates a target of a kind this control plane has a driver for (admin).
+
+        Args:
+            name: The target's name.
+            kind: ``hosts``, ``hetzner``, ... (``target_kinds()`` says which are available).
+            settings: The kind's settings (docs/reference/targets.md#settings).
+            credentials: Its secrets (API keys), stored encrypted and never returned: the
+                target lists only their names.
+
+        Returns:
+            The target.
+        """
+        body = {
+            "name": name,
+            "kind": kind,
+            "settings": dict(settings or {}),
+            "credentials": dict(credentials or {}),
+        }
+        resp = await self._send("POST", "/v1/targets", json_body=body)
+        return parse_model(Target, resp.json(), "/v1/targets")
+
+    async def delete_target(self, name: str, *, force: bool = False) -> None:
+        """Removes a target that has no hosts and no machines left (admin).
+
+        Args:
+            name: The target.
+            force: Delete a provisioned target's machines first.
+        """
+        params = {"force": "true"} if force else None
+        await self._send("DELETE", f"/v1/targets/{q(name)}", params=params)
 
     async def create_sandbox(
         self,

@@ -271,6 +271,46 @@ class Version(_Model):
     created_at: str = ""
 
 
+class Target(_Model):
+    """A target: where environments run (docs/reference/targets.md).
+
+    Attributes:
+        name: The target's name.
+        kind: ``hosts``, ``hetzner``, ``aws``, ``e2b``, ``daytona``, ``modal`` or ``prime``.
+        capabilities: What its kind can do (``snapshot``, ``fork``, ``egress_control``...).
+        settings: Its kind's settings, defaults filled.
+        credentials: The names of the credentials it holds; their values are never returned.
+        created_at: When it was created (ISO 8601).
+    """
+
+    name: str
+    kind: str
+    capabilities: dict[str, bool] = Field(default_factory=dict)
+    settings: dict[str, Any] = Field(default_factory=dict)
+    credentials: list[str] = Field(default_factory=list)
+    created_at: str = ""
+
+
+class TargetKind(_Model):
+    """A target kind, as the control plane's capability table gives it.
+
+    Attributes:
+        kind: The kind.
+        family: ``hosts`` (machines running denvd), ``provisioned`` or ``hosted``.
+        available: Whether this control plane has its driver.
+        capabilities: What it can do.
+        settings: The settings a target of it takes.
+        credentials: The credentials it reads (``name`` and the ``env`` variable the CLI reads).
+    """
+
+    kind: str
+    family: str
+    available: bool
+    capabilities: dict[str, bool] = Field(default_factory=dict)
+    settings: list[str] = Field(default_factory=list)
+    credentials: list[dict[str, str]] = Field(default_factory=list)
+
+
 class Pool(_Model):
     """A project's warm fork pool: forks of its current version kept ready for sandboxes.
 
