@@ -138,10 +138,12 @@ export class DeploymentEngine {
       await this.fail(ctx, runner, err);
     }
     d.finishedAt = nowIso();
-    await ctx.save();
+    // What the run kept aside (a deploy's spool) goes before the end is stored: a deployment
+    // seen finished has nothing left on the cp's disk.
     await runner
       .dispose?.(ctx)
       .catch((err: unknown) => this.deps.log.warn("dispose failed", { error: errorMessage(err) }));
+    await ctx.save();
     this.deps.events.done(structuredClone(d));
     this.deps.log.info("deployment finished", { deployment: d.id, kind: d.kind, status: d.status });
     return d;
