@@ -90,6 +90,8 @@ describe("fetchGitSource", () => {
           res.writeHead(status, headers);
           res.end(all.subarray(split + 4));
         });
+        // http-backend may answer without reading the whole body (a refusal).
+        cgi.stdin.on("error", () => undefined);
         cgi.stdin.end(Buffer.concat(chunks));
       });
     });
