@@ -4,7 +4,7 @@ import type { ContainerState, DockerClient } from "./docker/docker-client.js";
 import type { Canary } from "./host/canary.js";
 import { engineLeaksInternalDns, loopbackNameservers } from "./host/dns-leak.js";
 import { hasRejectRule } from "./host/firewall.js";
-import { lookupAndConnect, type Route, type RouteLookup, routes } from "./host/netns.js";
+import { hasNetworkNamespace, lookupAndConnect, type Route, type RouteLookup, routes } from "./host/netns.js";
 import type { EnvironmentRecord } from "./records.js";
 import { readContainerFile } from "./runtime/principals.js";
 
@@ -103,7 +103,9 @@ export async function probeEgress(
     const id = env.containers[service];
     const state = id ? await docker.containers.inspect(id) : undefined;
     if (!state?.running || state.pid <= 0) return undefined;
-    const [table, found, resolv, ipv6] = await Promise.all([
+    // A service that exited after the inspect (a one-shot) took its namespace with it: nothing
+    // of it can reach anywhere, as for one seen stopped. A live one that cannot be read fails.
+    const read = await Promise.all([
       routes(state.pid),
       lookupAndConnect(
         state.pid,
@@ -112,7 +114,12 @@ export async function probeEgress(
       ),
       resolverConfig(docker, state),
       ipv6Addresses(state.pid),
-    ]);
+    ]).catch(async (err: unknown) => {
+      if (await hasNetworkNamespace(state.pid)) throw err;
+      return undefined;
+    });
+    if (!read) return undefined;
+    const [table, found, resolv, ipv6] = read;
     const networks = Object.keys(state.networks);
     const defaultRoute = table.some((r) => r.dst === "default");
     return {

@@ -1,4 +1,4 @@
-import { readFile } from "node:fs/promises";
+import { readFile, readlink } from "node:fs/promises";
 import { run } from "./run.js";
 
 /**
@@ -55,11 +55,37 @@ function prefixLength(hex: string): number {
   return bits;
 }
 
-export async function removeDefaultRoute(pid: number): Promise<void> {
-  for (const route of await routes(pid)) {
-    if (route.dst === "default") {
-      await run("nsenter", ["-t", String(pid), "-n", "ip", "route", "del", "default"]);
+/** What became of a namespace's default route. */
+export type RouteRemoval = "removed" | "absent" | "exited";
+
+/**
+ * Takes the default route out of the network namespace of `pid`. A process that exits while
+ * this runs (a one-shot service, before the engine has noticed) took its namespace with it:
+ * that is "exited", not an error. A deletion the kernel refuses is an error.
+ */
+export async function removeDefaultRoute(pid: number): Promise<RouteRemoval> {
+  try {
+    let removed = false;
+    for (const route of await routes(pid)) {
+      if (route.dst !== "default") continue;
+      const r = await run("nsenter", ["-t", String(pid), "-n", "ip", "route", "del", "default"]);
+      if (r.code !== 0) throw new Error(`cannot remove the default route of pid ${pid}: ${r.stderr.trim()}`);
+      removed = true;
     }
+    return removed ? "removed" : "absent";
+  } catch (err) {
+    if (!(await hasNetworkNamespace(pid))) return "exited";
+    throw err;
+  }
+}
+
+/** Whether `pid` is a live process with a network namespace (a zombie or a gone pid has none). */
+export async function hasNetworkNamespace(pid: number): Promise<boolean> {
+  try {
+    await readlink(`/proc/${pid}/ns/net`);
+    return true;
+  } catch {
+    return false;
   }
 }
 

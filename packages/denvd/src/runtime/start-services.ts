@@ -72,10 +72,9 @@ export async function startServices(
       const state = await ctx.docker.containers.inspect(id);
       // A one-shot service may have exited already, or exit meanwhile: it has no namespace left to fix.
       if (!state?.running || state.pid <= 0) return;
-      await removeDefaultRoute(state.pid).catch(async (err: unknown) => {
-        const now = await ctx.docker.containers.inspect(id);
-        if (now?.running && now.pid === state.pid) throw err;
-      });
+      // An exit after the inspect, before the engine noticed, is "exited": nothing left to fix
+      // (a restart gets a new namespace, which the restart watch isolates).
+      await removeDefaultRoute(state.pid);
     });
   const readyOf = (svc: ServicePlan): Promise<void> =>
     once(ready, svc.name, async () => {
