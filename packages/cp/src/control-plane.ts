@@ -29,10 +29,12 @@ import { VersionService } from "./services/version-service.js";
 import { openStore } from "./store/open-store.js";
 import type { Store } from "./store/store.js";
 import { watchedStore } from "./store/watched-store.js";
+import { AwsDriver } from "./targets/aws-driver.js";
 import { readCpId } from "./targets/cp-id.js";
 import { DenvdDriver, TargetDrivers } from "./targets/driver.js";
 import { HetznerDriver } from "./targets/hetzner-driver.js";
 import { BundleFile, DEFAULT_DENVD_BUNDLE } from "./targets/install-assets.js";
+import type { ProvisionDeps } from "./targets/provisioned-driver.js";
 import { SecretBox } from "./targets/secret-box.js";
 import { cpVersion } from "./version.js";
 
@@ -85,23 +87,25 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
     previous: config.credentialKeysPrevious,
     file: join(config.dataDir, "credential-key"),
   });
-  const drivers = new TargetDrivers().register(new DenvdDriver("hosts", hub)).register(
-    new HetznerDriver({
-      store,
-      box,
-      log,
-      hub,
-      cpId: await readCpId(join(config.dataDir, "cp-id")),
-      publicUrl: () => services.publicUrl,
-      mintJoinToken: async (target) => {
-        const jt = await targets.mintJoinToken(target, { uses: 1, ttl_sec: 3600 });
-        return { id: jt.id, secret: jt.token ?? "" };
-      },
-      revokeJoinToken: async (target, id) =>
-        void (await store.revokeJoinToken(target, id, new Date().toISOString())),
-      removeHost: async (id) => void (await hosts.remove(PROVISIONER, id, true)),
-    }),
-  );
+  const provision: ProvisionDeps = {
+    store,
+    box,
+    log,
+    hub,
+    cpId: await readCpId(join(config.dataDir, "cp-id")),
+    publicUrl: () => services.publicUrl,
+    mintJoinToken: async (target) => {
+      const jt = await targets.mintJoinToken(target, { uses: 1, ttl_sec: 3600 });
+      return { id: jt.id, secret: jt.token ?? "" };
+    },
+    revokeJoinToken: async (target, id) =>
+      void (await store.revokeJoinToken(target, id, new Date().toISOString())),
+    removeHost: async (id) => void (await hosts.remove(PROVISIONER, id, true)),
+  };
+  const drivers = new TargetDrivers()
+    .register(new DenvdDriver("hosts", hub))
+    .register(new HetznerDriver(provision))
+    .register(new AwsDriver(provision));
   const targets = new TargetService(store, drivers, box, log, {
     bundle: new BundleFile(options.denvdBundle ?? DEFAULT_DENVD_BUNDLE),
     version: cpVersion(),

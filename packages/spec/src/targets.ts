@@ -69,7 +69,7 @@ export interface TargetKindSpec {
 export const TARGET_KINDS: Record<TargetKindName, TargetKindSpec> = {
   hosts: { family: "hosts", available: true, capabilities: DENVD, enforcedBy: "denvd" },
   hetzner: { family: "provisioned", available: true, capabilities: DENVD, enforcedBy: "denvd" },
-  aws: { family: "provisioned", available: false, capabilities: DENVD, enforcedBy: "denvd" },
+  aws: { family: "provisioned", available: true, capabilities: DENVD, enforcedBy: "denvd" },
   e2b: {
     family: "hosted",
     available: false,
@@ -209,6 +209,7 @@ export const TARGET_SETTINGS: Record<TargetKindName, KindSettings> = {
       region: text(/^[a-z]{2}(-[a-z]+)+-\d$/, "an AWS region such as eu-central-1", undefined, true),
       instance_type: text(WORD, NAME_RULE, "t3.medium"),
       image: text(/^ami-[0-9a-f]{8,17}$/, "an AMI id (ami-...)", undefined, true),
+      subnet_id: text(/^subnet-[0-9a-f]{8,17}$/, "a subnet id (subnet-...)"),
       ...MACHINES,
       endpoint: url(),
     },
@@ -264,6 +265,9 @@ export const TargetMessages = {
     `no host in target '${target}' takes this environment yet: machine ${machine} is being created for it and joins when it has booted; deploy again once denv targets machines ${target} shows it joined`,
   reconcileFailed: (target: string, why: string) =>
     `target ${target} was not reconciled with its provider: ${why}`,
+  /** Removing a provisioned target whose provider could not list or delete its machines (the target is kept). */
+  removeFailed: (target: string, why: string) =>
+    `target ${target} was not removed: its provider could not list or delete its machines: ${why}`,
   bundleMissing: (path: string) =>
     `the denvd bundle is not built (${path}): run npm run -s build, then node packages/denvd/scripts/bundle.mjs`,
   atMaxMachines: (target: string, max: number) =>

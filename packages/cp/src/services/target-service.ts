@@ -20,7 +20,7 @@ import { hashSecret, newId, newSecret, nowIso, SecretPrefix } from "../ids.js";
 import { errorMessage, type Log } from "../log.js";
 import type { JoinTokenRecord, MachineRecord, TargetRecord } from "../store/records.js";
 import type { Store } from "../store/store.js";
-import type { TargetDrivers } from "../targets/driver.js";
+import type { TargetDriver, TargetDrivers } from "../targets/driver.js";
 import { type Bundle, type BundleFile, installScript } from "../targets/install-assets.js";
 import type { SecretBox } from "../targets/secret-box.js";
 import { NotFound, type Principal, requireAdmin } from "./access.js";
@@ -180,15 +180,31 @@ export class TargetService {
     const t = await this.requireTarget(p, name);
     if (t.name === LOCAL_TARGET) throw new DenvError("conflict", TargetMessages.localTarget);
     const driver = this.drivers.has(t.kind) ? this.drivers.for(t.kind) : undefined;
+    // With no machine being created meanwhile: a create that raced the count would be left running.
+    const exclusive = driver?.exclusive?.bind(driver) ?? (<T>(_: string, fn: () => Promise<T>) => fn());
+    await exclusive(name, () => this.removeNow(t, driver, force));
+  }
+
+  private async removeNow(t: TargetRecord, driver: TargetDriver | undefined, force: boolean): Promise<void> {
+    const name = t.name;
     const live = async () => ({
       hosts: await this.store.listHosts({ target: name }),
       machines: (await this.store.listMachines(name)).filter(
         (m) => !["deleted", "failed"].includes(m.status),
       ),
     });
+    // Machines the provider could not be asked about are not forgotten: the target stays.
+    const removeMachines = async () => {
+      try {
+        await driver?.removeTarget?.(t);
+      } catch (err) {
+        if (err instanceof DenvError) throw err;
+        throw new DenvError("conflict", TargetMessages.removeFailed(name, errorMessage(err)));
+      }
+    };
     let left = await live();
     if (force && TARGET_KINDS[t.kind].family === "provisioned") {
-      await driver?.removeTarget?.(t);
+      await removeMachines();
       for (const m of left.machines) {
         await this.store.putMachine({
           ...m,
@@ -202,7 +218,7 @@ export class TargetService {
     }
     const count = Math.max(left.hosts.length, left.machines.length);
     if (count > 0) throw new DenvError("conflict", TargetMessages.targetInUse(name, count));
-    if (!force) await driver?.removeTarget?.(t);
+    if (!force) await removeMachines();
     for (const jt of await this.store.listJoinTokens(name))
       await this.store.revokeJoinToken(name, jt.id, nowIso());
     await this.store.deleteTarget(name);

@@ -75,8 +75,13 @@ export interface TargetDriver {
   provide?(target: TargetRecord): Promise<string>;
   /** Brings the provider's machines and the store's records of them together (the reconcile loop). */
   reconcile?(target: TargetRecord): Promise<void>;
-  /** A target of this kind is being removed: deletes what the driver created for it. */
+  /** A target of this kind is being removed: deletes what the driver created for it (inside `exclusive`). */
   removeTarget?(target: TargetRecord): Promise<void>;
+  /**
+   * Runs `fn` while no `provide` or `reconcile` of `target` runs, and none starts: a removal
+   * counts the machines and deletes them with nothing created meanwhile.
+   */
+  exclusive?<T>(target: string, fn: () => Promise<T>): Promise<T>;
 }
 
 export interface StreamOptions {

@@ -84,7 +84,7 @@ describe("targets", () => {
     const available = r.body.kinds
       .filter((k: { available: boolean }) => k.available)
       .map((k: { kind: string }) => k.kind);
-    expect(available).toEqual(["hosts", "hetzner"]);
+    expect(available).toEqual(["hosts", "hetzner", "aws"]);
   });
 
   it("bad settings and credentials are refused with one line naming them, and nothing is created", async () => {
@@ -122,15 +122,15 @@ describe("targets", () => {
       });
       expect([r.status, r.body.error.message]).toEqual([400, message]);
     }
-    const aws = await t.admin.post("/v1/targets", {
+    const hosted = await t.admin.post("/v1/targets", {
       name: "bad",
-      kind: "aws",
-      settings: { region: "eu-central-1", image: "ami-0123456789abcdef0" },
-      credentials: { access_key_id: "AKIA", secret_access_key: "s" },
+      kind: "e2b",
+      settings: {},
+      credentials: { api_key: "e2b_key" },
     });
-    expect([aws.status, aws.body.error.message]).toEqual([
+    expect([hosted.status, hosted.body.error.message]).toEqual([
       400,
-      ControlPlaneMessages.targetKindNotAvailable("aws"),
+      ControlPlaneMessages.targetKindNotAvailable("e2b"),
     ]);
     expect((await t.admin.get("/v1/targets")).body.targets.map((x: { name: string }) => x.name)).toEqual([
       "local",

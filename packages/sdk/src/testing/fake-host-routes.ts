@@ -1,4 +1,11 @@
-import { CreateJoinToken, DenvError, HOSTS_PAGE, HostMessages, TargetKind } from "@denv/spec";
+import {
+  ControlPlaneMessages,
+  CreateJoinToken,
+  DenvError,
+  HOSTS_PAGE,
+  HostMessages,
+  TargetKind,
+} from "@denv/spec";
 import { parse, type Route, route as r, readJson, send } from "./fake-http.js";
 import type { FakeState } from "./fake-state.js";
 
@@ -21,7 +28,7 @@ export function hostRoutes(state: FakeState): Route[] {
       const body = await readJson(ctx.req);
       const kind = parse(TargetKind, body.kind);
       if (kind !== "hosts")
-        throw new DenvError("invalid_request", `target kind ${kind} is not available yet`);
+        throw new DenvError("invalid_request", ControlPlaneMessages.targetKindNotAvailable(kind));
       const name = String(body.name ?? "");
       if (state.targets.has(name)) throw new DenvError("conflict", `target '${name}' exists`);
       const created = { ...(state.targets.get("local") ?? ({} as never)), name, created_at: now() };
