@@ -10,13 +10,22 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
+collect_ignore: list[str] = []
 try:
     import harbor.environments.base  # noqa: F401
 except ImportError:
     # Harbor needs Python >= 3.12; the dev venv is 3.11. This file runs under Harbor, in the tools
     # image, from packages/cli/src/e2e/harbor.test.ts: not collected here rather than skipped.
-    collect_ignore = ["test_harbor_environment.py"]
+    collect_ignore.append("test_harbor_environment.py")
+try:
+    import hud.eval  # noqa: F401
+except ImportError:
+    # HUD cannot share a venv with verifiers (mcp < 2 against mcp == 2.0.0): tests/hud/ runs in
+    # python/.venv-hud, from test_hud.py and integration/test_hud_live.py.
+    collect_ignore.append("hud")
 QUICKSTART_COMPOSE = REPO / "examples" / "quickstart" / "compose.yaml"
+# The pytest of the venv HUD is installed in (scripts/setup-python).
+HUD_PYTEST = REPO / "python" / ".venv-hud" / "bin" / "pytest"
 INTEGRATION_VARS = ("DENV_TEST_URL", "DENV_TEST_TOKEN")
 
 # The commands the docs show, as the integration tests run them (from the repository root).

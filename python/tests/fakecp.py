@@ -98,6 +98,8 @@ class FakeControlPlane:
     next_fork: int = 0
     pools: dict[str, int] = field(default_factory=dict)
     targets: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The file tree a snapshot froze, by version: a sandbox of that version starts from it.
+    version_files: dict[str, dict[str, Node]] = field(default_factory=dict)
 
     # -------------------------------------------------------------- setup helpers
 
@@ -317,6 +319,8 @@ class FakeControlPlane:
                     self.next_fork += 1
                     env = self.add_environment(f"{data['project']}/{name}", version, sandbox=True)
                     env["expires_at"] = "2026-01-01T01:00:00Z"
+                    if version in self.version_files:
+                        self.files[env["id"]] = dict(self.version_files[version])
                     made.append(env)
                 if count is None:
                     return httpx.Response(201, json=made[0])
@@ -415,6 +419,7 @@ class FakeControlPlane:
                     1 for v in self.versions.values() if v["project"] == env["project"]
                 )
                 vid = self.add_version(env["project"], number)
+                self.version_files[vid] = dict(self.files[env_id])
                 dep = self.deployment("snapshot", env_id, result=self.versions[vid])
                 return httpx.Response(202, json=dep)
             case ("POST", ["rollback" | "stop" | "start" as kind]):

@@ -76,6 +76,8 @@ def test_extras_and_dependencies_are_pyprojects(dists: tuple[Path, Path]) -> Non
         declared += [(extra, *requirement(d)[1:]) for d in deps]
     assert got == sorted(declared)
     assert ("harbor", "harbor", "==0.26.0", 'python_version >= "3.12"') in got
+    hud = ("hud", "hud", "==0.6.21", 'python_version >= "3.11" and python_version < "3.13"')
+    assert hud in got
 
 
 def test_the_wheel_holds_every_module_and_the_entry_points(dists: tuple[Path, Path]) -> None:
@@ -129,6 +131,7 @@ EXTRAS = {
     "inspect": ("denv.inspect", "inspect_ai"),
     "openenv": ("denv.openenv", "openenv"),
     "verifiers": ("denv.verifiers", "verifiers"),
+    "hud": ("denv.hud", "hud"),
 }
 
 

@@ -213,3 +213,26 @@ def request_size(body: Mapping[str, Any]) -> int:
         else:
             size += 32
     return size
+
+
+def format_result(result: ExecResult, limit: int) -> str:
+    """A command's result as a model's tool answer: the exit code, then stdout and stderr.
+
+    The ``bash`` tools of ``denv.verifiers`` and ``denv.hud`` answer with it.
+
+    Args:
+        result: The command's result.
+        limit: Bytes of each stream to keep; the rest is cut and the cut is said.
+
+    Returns:
+        ``exit code: N`` (``(timed out)`` when it was killed), then ``stdout:`` and
+        ``stderr:`` sections for the streams that are not empty.
+    """
+    lines = [f"exit code: {result.exit_code}" + (" (timed out)" if result.timed_out else "")]
+    for name, data in (("stdout", result.stdout), ("stderr", result.stderr)):
+        if not data:
+            continue
+        text = data[:limit].decode("utf-8", "replace")
+        cut = len(data) > limit or result.truncated
+        lines.append(f"{name}:\n{text}" + ("\n[output truncated]" if cut else ""))
+    return "\n".join(lines)

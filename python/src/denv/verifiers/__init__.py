@@ -15,6 +15,7 @@ verifiers loads a taskset by the id of a module exporting one via ``__all__``; a
 (``pip install -e 'python[verifiers]'``).
 """
 
+from .._exec import format_result
 from ._env import DenvEnv, DenvEnvConfig, load_environment
 from ._state import DenvState
 from ._task import (
@@ -24,7 +25,7 @@ from ._task import (
     DenvTaskset,
     DenvTasksetConfig,
 )
-from ._tools import DenvTools, DenvToolsConfig, format_result
+from ._tools import DenvTools, DenvToolsConfig
 
 __all__ = [
     "DenvEnv",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from .._async_client import AsyncClient
 from .._errors import DenvError
-from .._exec import ExecResult
+from .._exec import format_result
 
 try:
     import verifiers.v1 as vf  # type: ignore[import-untyped,unused-ignore]
@@ -39,27 +39,6 @@ class DenvToolsConfig(vf.ToolsetConfig):  # type: ignore[misc]
     url: str | None = None
     timeout: float = 120.0
     output_limit: int = 16384
-
-
-def format_result(result: ExecResult, limit: int) -> str:
-    """The tool's answer to the model: the exit code, then stdout and stderr.
-
-    Args:
-        result: The command's result.
-        limit: Bytes of each stream to keep; the rest is cut and the cut is said.
-
-    Returns:
-        ``exit code: N`` (``(timed out)`` when it was killed), then ``stdout:`` and
-        ``stderr:`` sections for the streams that are not empty.
-    """
-    lines = [f"exit code: {result.exit_code}" + (" (timed out)" if result.timed_out else "")]
-    for name, data in (("stdout", result.stdout), ("stderr", result.stderr)):
-        if not data:
-            continue
-        text = data[:limit].decode("utf-8", "replace")
-        cut = len(data) > limit or result.truncated
-        lines.append(f"{name}:\n{text}" + ("\n[output truncated]" if cut else ""))
-    return "\n".join(lines)
 
 
 class DenvTools(vf.Toolset[DenvToolsConfig, DenvState]):  # type: ignore[misc]
