@@ -7,10 +7,7 @@ import {
   type CreateProject,
   type CreateSandbox,
   Deployment,
-  DeploymentList,
   Environment,
-  EnvironmentList,
-  EpisodeLog,
   type ExecRequest,
   ExecResponse,
   FilesPutResponse,
@@ -25,39 +22,27 @@ import {
   LogsResponse,
   MachineList,
   Pool,
-  PoolList,
   ProbeResult,
   Project,
-  ProjectList,
   RemovedHost,
-  ReplayList,
   type ReplayRequest,
   ReplayResponse,
-  type ReplaySummary,
   type RollbackRequest,
   SandboxBatch,
   SandboxDestroy,
-  SandboxList,
   Target,
   type TargetKind,
   TargetKindList,
   TargetList,
   TokenList,
   Version,
-  VersionList,
-  WhoAmI,
 } from "@denv/spec";
-import {
-  type DeploymentEvent,
-  deploymentEvents,
-  type FollowOptions,
-  isFinished,
-  waitForDeployment,
-} from "./deployments.js";
+import { type FollowOptions, isFinished, waitForDeployment } from "./deployments.js";
 import { DenvApiError } from "./errors.js";
 import { type ExecStreamOptions, runExecStream } from "./exec-stream.js";
 import { type Query, Transport } from "./http.js";
 import { checkExec, enc, envPath, parseServicePort, splitEnv, versionPath, withSignal } from "./paths.js";
+import { DenvReadClient } from "./read-client.js";
 import { listenForward, openTunnel, type PortForward, type PortForwardOptions } from "./tunnel.js";
 
 /** What a spec schema accepts (defaults optional) and what it gives, without importing zod. */
@@ -97,64 +82,55 @@ export interface FilesOptions {
 }
 
 /**
- * A client of the denv control plane's REST API (contracts/routes.md): one method per route,
- * answers parsed with the @denv/spec schemas, failures thrown as DenvApiError.
+ * A client of the denv control plane's REST API (contracts/routes.md): one method per route
+ * (the read routes a page also needs are DenvReadClient's), answers parsed with the @denv/spec
+ * schemas, failures thrown as DenvApiError.
  */
-export class DenvClient {
-  readonly #http: Transport;
-
+export class DenvClient extends DenvReadClient {
   constructor(options: DenvClientOptions) {
-    this.#http = new Transport(options.url, options.token, options.fetch);
+    super(new Transport(options.url, options.token, options.fetch));
   }
 
   /** The control plane's URL, without a trailing slash. */
   get url(): string {
-    return this.#http.url;
+    return this.http.url;
   }
 
   health(): Promise<{ ok: true }> {
-    return this.#http.json("GET", "/healthz", Health);
-  }
-
-  whoami(): Promise<WhoAmI> {
-    return this.#http.json("GET", "/v1/whoami", WhoAmI);
+    return this.http.json("GET", "/healthz", Health);
   }
 
   // Tokens (admin).
 
   createToken(body: Input<typeof CreateApiToken>): Promise<ApiTokenInfo> {
-    return this.#http.json("POST", "/v1/tokens", ApiToken, { json: body });
+    return this.http.json("POST", "/v1/tokens", ApiToken, { json: body });
   }
 
   async listTokens(): Promise<ApiTokenInfo[]> {
-    return (await this.#http.json("GET", "/v1/tokens", TokenList)).tokens;
+    return (await this.http.json("GET", "/v1/tokens", TokenList)).tokens;
   }
 
   deleteToken(id: string): Promise<void> {
-    return this.#http.empty("DELETE", `/v1/tokens/${enc(id)}`);
+    return this.http.empty("DELETE", `/v1/tokens/${enc(id)}`);
   }
 
   // Projects.
 
   createProject(body: Input<typeof CreateProject>): Promise<Project> {
-    return this.#http.json("POST", "/v1/projects", Project, { json: body });
-  }
-
-  async listProjects(): Promise<Project[]> {
-    return (await this.#http.json("GET", "/v1/projects", ProjectList)).projects;
+    return this.http.json("POST", "/v1/projects", Project, { json: body });
   }
 
   getProject(project: string): Promise<Project> {
-    return this.#http.json("GET", `/v1/projects/${enc(project)}`, Project);
+    return this.http.json("GET", `/v1/projects/${enc(project)}`, Project);
   }
 
   deleteProject(project: string): Promise<void> {
-    return this.#http.empty("DELETE", `/v1/projects/${enc(project)}`);
+    return this.http.empty("DELETE", `/v1/projects/${enc(project)}`);
   }
 
   /** Connects the project to a GitHub repository: pushes to `branch` (default: the repository's default branch) deploy alpha. */
   connectGithub(project: string, repository: string, branch?: string): Promise<GithubConnection> {
-    return this.#http.json("POST", `/v1/projects/${enc(project)}/github`, GithubConnection, {
+    return this.http.json("POST", `/v1/projects/${enc(project)}/github`, GithubConnection, {
       json: { repository, ...(branch !== undefined ? { branch } : {}) },
     });
   }
@@ -181,39 +157,11 @@ export class DenvClient {
       "tar" in source
         ? { query, body: source.tar, contentType: "application/x-tar" }
         : { query, json: { git_ref: source.gitRef } };
-    const started = await this.#http.json("POST", path, Deployment, withSignal(init, options.signal));
+    const started = await this.http.json("POST", path, Deployment, withSignal(init, options.signal));
     return await this.#settle(started, options);
   }
 
-  async listDeployments(project: string): Promise<Deployment[]> {
-    const path = `/v1/projects/${enc(project)}/deployments`;
-    return (await this.#http.json("GET", path, DeploymentList)).deployments;
-  }
-
-  getDeployment(id: string): Promise<Deployment> {
-    return this.#http.json("GET", `/v1/deployments/${enc(id)}`, Deployment);
-  }
-
-  /** The events of a deployment's log: the past first, then live until it finishes. */
-  deploymentEvents(id: string, options: { signal?: AbortSignal } = {}): AsyncGenerator<DeploymentEvent> {
-    return deploymentEvents(this.#http, id, options.signal);
-  }
-
-  /** Follows a deployment's log until it finishes; returns the final Deployment. */
-  waitForDeployment(id: string, options: FollowOptions = {}): Promise<Deployment> {
-    return waitForDeployment(this.#http, id, options);
-  }
-
   // Environments.
-
-  async listEnvironments(project: string): Promise<Environment[]> {
-    const path = `/v1/projects/${enc(project)}/environments`;
-    return (await this.#http.json("GET", path, EnvironmentList)).environments;
-  }
-
-  getEnvironment(env: string): Promise<Environment> {
-    return this.#http.json("GET", envPath(env), Environment);
-  }
 
   /** Forks a version into a new environment (the result of the deployment is the Environment). */
   fork(env: string, body: Input<typeof ForkRequest> = {}, options: WaitOptions = {}): Promise<Deployment> {
@@ -250,7 +198,7 @@ export class DenvClient {
 
   /** Runs a command and returns its whole result (stdin, if any, given base64 in the request). */
   exec(env: string, request: Input<typeof ExecRequest>): Promise<ExecResponse> {
-    return this.#http.json("POST", `${envPath(env)}/exec`, ExecResponse, { json: checkExec(request) });
+    return this.http.json("POST", `${envPath(env)}/exec`, ExecResponse, { json: checkExec(request) });
   }
 
   /** Runs a command with streamed stdin and output (WebSocket); resolves with its result. */
@@ -259,7 +207,7 @@ export class DenvClient {
     request: Input<typeof ExecRequest>,
     options: ExecStreamOptions = {},
   ): Promise<ExecResponse> {
-    return runExecStream(this.#http, `${envPath(env)}/exec/stream`, checkExec(request), options);
+    return runExecStream(this.http, `${envPath(env)}/exec/stream`, checkExec(request), options);
   }
 
   /** Extracts a tar archive into directory `dir` of a service (created when missing). */
@@ -270,18 +218,13 @@ export class DenvClient {
     options: FilesOptions = {},
   ): Promise<{ entries: number; bytes: number }> {
     const init = { query: filesQuery(dir, options), body: tar, contentType: "application/x-tar" };
-    return this.#http.json(
-      "PUT",
-      `${envPath(env)}/files`,
-      FilesPutResponse,
-      withSignal(init, options.signal),
-    );
+    return this.http.json("PUT", `${envPath(env)}/files`, FilesPutResponse, withSignal(init, options.signal));
   }
 
   /** A tar archive of `path` (a file or a directory, under its own base name). */
   async getFiles(env: string, path: string, options: FilesOptions = {}): Promise<Readable> {
     const init = { query: filesQuery(path, options), accept: "application/x-tar" };
-    const res = await this.#http.send("GET", `${envPath(env)}/files`, withSignal(init, options.signal));
+    const res = await this.http.send("GET", `${envPath(env)}/files`, withSignal(init, options.signal));
     if (res.body === null) return Readable.from([]);
     return Readable.fromWeb(res.body as import("node:stream/web").ReadableStream<Uint8Array>);
   }
@@ -293,7 +236,7 @@ export class DenvClient {
     port: number,
     options: { signal?: AbortSignal } = {},
   ): Promise<Duplex> {
-    return openTunnel(this.#http, `${envPath(env)}/connect`, { service, port }, options.signal);
+    return openTunnel(this.http, `${envPath(env)}/connect`, { service, port }, options.signal);
   }
 
   /**
@@ -312,72 +255,47 @@ export class DenvClient {
 
   logs(env: string, options: { service?: string; tail?: number } = {}): Promise<Output<typeof LogsResponse>> {
     const query: Query = { service: options.service, tail: options.tail };
-    return this.#http.json("GET", `${envPath(env)}/logs`, LogsResponse, { query });
+    return this.http.json("GET", `${envPath(env)}/logs`, LogsResponse, { query });
   }
 
   /** Runs the egress probe of an environment now and returns its findings. */
   probe(env: string): Promise<ProbeResult> {
-    return this.#http.json("GET", `${envPath(env)}/probe`, ProbeResult);
+    return this.http.json("GET", `${envPath(env)}/probe`, ProbeResult);
   }
 
   // Episode logs and replay.
-
-  /** One page of an episode's command log (`after`: the `next` of the page before). */
-  episodeLog(env: string, options: { after?: number; limit?: number } = {}): Promise<EpisodeLog> {
-    const query: Query = { after: options.after, limit: options.limit };
-    return this.#http.json("GET", `${envPath(env)}/episode`, EpisodeLog, { query });
-  }
 
   /**
    * Runs an episode's log again on a fresh fork of the version it started from (or `from`) and
    * answers each step's outcome; `fork` is the replayed environment, to verify like any other.
    */
   replay(env: string, body: Input<typeof ReplayRequest> = {}): Promise<ReplayResponse> {
-    return this.#http.json("POST", `${envPath(env)}/replay`, ReplayResponse, { json: body });
-  }
-
-  /** An episode's kept replays, newest first: the fork, the version, each step's status. */
-  async replays(env: string): Promise<ReplaySummary[]> {
-    return (await this.#http.json("GET", `${envPath(env)}/replays`, ReplayList)).replays;
+    return this.http.json("POST", `${envPath(env)}/replay`, ReplayResponse, { json: body });
   }
 
   // Versions.
 
-  async listVersions(project: string): Promise<Version[]> {
-    const path = `/v1/projects/${enc(project)}/versions`;
-    return (await this.#http.json("GET", path, VersionList)).versions;
-  }
-
   /** `id` is PROJECT@vN. */
   getVersion(id: string): Promise<Version> {
-    return this.#http.json("GET", versionPath(id), Version);
+    return this.http.json("GET", versionPath(id), Version);
   }
 
   deleteVersion(id: string): Promise<void> {
-    return this.#http.empty("DELETE", versionPath(id));
+    return this.http.empty("DELETE", versionPath(id));
   }
 
   // Pools.
 
-  /** Every project's warm fork pool (size, where it comes from, ready and filling forks). */
-  async listPools(): Promise<Pool[]> {
-    return (await this.#http.json("GET", "/v1/pools", PoolList)).pools;
-  }
-
-  getPool(project: string): Promise<Pool> {
-    return this.#http.json("GET", `/v1/projects/${enc(project)}/pool`, Pool);
-  }
-
   /** Sets a project's pool size (admin); null goes back to its file's x-denv.pool. */
   setPool(project: string, size: number | null): Promise<Pool> {
-    return this.#http.json("PUT", `/v1/projects/${enc(project)}/pool`, Pool, { json: { size } });
+    return this.http.json("PUT", `/v1/projects/${enc(project)}/pool`, Pool, { json: { size } });
   }
 
   // Sandboxes.
 
   /** Creates a sandbox: a ready fork with a TTL, for one episode. */
   createSandbox(body: Input<typeof CreateSandbox>): Promise<Environment> {
-    return this.#http.json("POST", "/v1/sandboxes", Environment, { json: body });
+    return this.http.json("POST", "/v1/sandboxes", Environment, { json: body });
   }
 
   /**
@@ -387,11 +305,7 @@ export class DenvClient {
   async createSandboxes(
     body: Omit<Input<typeof CreateSandbox>, "count"> & { count: number },
   ): Promise<Output<typeof SandboxBatch>["sandboxes"]> {
-    return (await this.#http.json("POST", "/v1/sandboxes", SandboxBatch, { json: body })).sandboxes;
-  }
-
-  async listSandboxes(): Promise<Environment[]> {
-    return (await this.#http.json("GET", "/v1/sandboxes", SandboxList)).sandboxes;
+    return (await this.http.json("POST", "/v1/sandboxes", SandboxBatch, { json: body })).sandboxes;
   }
 
   /**
@@ -401,7 +315,7 @@ export class DenvClient {
   deleteSandbox(env: string, opts: { wait?: boolean } = {}): Promise<Output<typeof SandboxDestroy>> {
     const { project, name } = splitEnv(env);
     const query = opts.wait ? "?wait=true" : "";
-    return this.#http.json("DELETE", `/v1/sandboxes/${enc(project)}/${enc(name)}${query}`, SandboxDestroy);
+    return this.http.json("DELETE", `/v1/sandboxes/${enc(project)}/${enc(name)}${query}`, SandboxDestroy);
   }
 
   // Targets and hosts.
@@ -413,51 +327,51 @@ export class DenvClient {
     settings?: Record<string, unknown>;
     credentials?: Record<string, string>;
   }): Promise<Target> {
-    return this.#http.json("POST", "/v1/targets", Target, { json: body });
+    return this.http.json("POST", "/v1/targets", Target, { json: body });
   }
 
   async listTargets(): Promise<Target[]> {
-    return (await this.#http.json("GET", "/v1/targets", TargetList)).targets;
+    return (await this.http.json("GET", "/v1/targets", TargetList)).targets;
   }
 
   /** The capability table: every kind, its settings and credentials, and whether it is available. */
   async listTargetKinds(): Promise<Output<typeof TargetKindList>["kinds"]> {
-    return (await this.#http.json("GET", "/v1/targets/kinds", TargetKindList)).kinds;
+    return (await this.http.json("GET", "/v1/targets/kinds", TargetKindList)).kinds;
   }
 
   getTarget(name: string): Promise<Target> {
-    return this.#http.json("GET", `/v1/targets/${enc(name)}`, Target);
+    return this.http.json("GET", `/v1/targets/${enc(name)}`, Target);
   }
 
   /** `force`: a provisioned target's machines are deleted first (their servers at the provider). */
   deleteTarget(name: string, options: { force?: boolean } = {}): Promise<void> {
     const query: Query = { force: options.force === true ? "true" : undefined };
-    return this.#http.empty("DELETE", `/v1/targets/${enc(name)}`, { query });
+    return this.http.empty("DELETE", `/v1/targets/${enc(name)}`, { query });
   }
 
   /** The machines a provisioned target created, deleted ones included. */
   async listMachines(target: string): Promise<Output<typeof MachineList>["machines"]> {
-    return (await this.#http.json("GET", `/v1/targets/${enc(target)}/machines`, MachineList)).machines;
+    return (await this.http.json("GET", `/v1/targets/${enc(target)}/machines`, MachineList)).machines;
   }
 
   /** Reconciles a provisioned target with its provider now. */
   reconcileTarget(target: string): Promise<void> {
-    return this.#http.empty("POST", `/v1/targets/${enc(target)}/reconcile`);
+    return this.http.empty("POST", `/v1/targets/${enc(target)}/reconcile`);
   }
 
   createJoinToken(target: string, body: Input<typeof CreateJoinToken> = {}): Promise<JoinTokenInfo> {
-    return this.#http.json("POST", `/v1/targets/${enc(target)}/join-tokens`, JoinToken, { json: body });
+    return this.http.json("POST", `/v1/targets/${enc(target)}/join-tokens`, JoinToken, { json: body });
   }
 
   /** The target's join tokens, revoked ones included (never their secrets). */
   async listJoinTokens(target: string): Promise<JoinTokenInfo[]> {
     const path = `/v1/targets/${enc(target)}/join-tokens`;
-    return (await this.#http.json("GET", path, JoinTokenList)).join_tokens;
+    return (await this.http.json("GET", path, JoinTokenList)).join_tokens;
   }
 
   /** A revoked join token joins no more hosts; hosts that joined with it stay. */
   revokeJoinToken(target: string, id: string): Promise<void> {
-    return this.#http.empty("DELETE", `/v1/targets/${enc(target)}/join-tokens/${enc(id)}`);
+    return this.http.empty("DELETE", `/v1/targets/${enc(target)}/join-tokens/${enc(id)}`);
   }
 
   /** Every host the token may list: follows GET /v1/hosts page by page (`next`) to the end. */
@@ -466,7 +380,7 @@ export class DenvClient {
     let after: string | undefined;
     do {
       const query: Query = { limit: HOSTS_PAGE.max, after };
-      const page = await this.#http.json("GET", "/v1/hosts", HostList, { query });
+      const page = await this.http.json("GET", "/v1/hosts", HostList, { query });
       hosts.push(...page.hosts);
       // Pages go forward by id; a server that answers the same cursor again would loop forever.
       if (page.next !== undefined && after !== undefined && page.next <= after)
@@ -482,18 +396,18 @@ export class DenvClient {
 
   /** Placement never picks the host again; what it runs stays. */
   drainHost(id: string): Promise<Host> {
-    return this.#http.json("POST", `/v1/hosts/${enc(id)}/drain`, Host);
+    return this.http.json("POST", `/v1/hosts/${enc(id)}/drain`, Host);
   }
 
   /** Removes a host and revokes its credential; `force` also when it holds environments. */
   removeHost(id: string, options: { force?: boolean } = {}): Promise<RemovedHostInfo> {
     const query: Query = { force: options.force === true ? "true" : undefined };
-    return this.#http.json("DELETE", `/v1/hosts/${enc(id)}`, RemovedHost, { query });
+    return this.http.json("DELETE", `/v1/hosts/${enc(id)}`, RemovedHost, { query });
   }
 
   async #operation(method: string, path: string, body: unknown, options: WaitOptions): Promise<Deployment> {
     const init = body === undefined ? {} : { json: body };
-    const started = await this.#http.json(method, path, Deployment, withSignal(init, options.signal));
+    const started = await this.http.json(method, path, Deployment, withSignal(init, options.signal));
     return await this.#settle(started, options);
   }
 
@@ -507,7 +421,7 @@ export class DenvClient {
       if (options.wait === true) for (const phase of started.phases) options.onPhase?.(phase);
       return started;
     }
-    return await waitForDeployment(this.#http, started.id, options);
+    return await waitForDeployment(this.http, started.id, options);
   }
 }
 
