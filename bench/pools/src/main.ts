@@ -22,16 +22,18 @@ import {
 
 /**
  * bench/pools: what a warm fork pool buys. A sandbox claimed from the pool vs one forked cold,
- * and episodes per minute (claim a sandbox, 3 execs, destroy it) at several in flight, with a
- * pool as large as the concurrency vs with none, on the same stack in the same run.
+ * and episodes per minute (claim a sandbox, 3 execs, verify it on a fork, destroy it) at several
+ * in flight, with a pool as large as the concurrency vs with none, on the same stack in the same
+ * run. Every verify must grade the episode 1.0 (its 3 execs wrote 3 lines the verifier counts).
  */
 
-const USAGE = `usage: node bench/pools/run.mjs [--smoke] [--claims N] [--concurrency 1,8,32] [--episodes N]
+const USAGE = `usage: node bench/pools/run.mjs [--smoke] [--claims N] [--concurrency 1,8,32] [--episodes N] [--no-verify]
 
-  --smoke            3 claims each way, concurrency 1,2, 2 episodes per slot (about 1 minute)
+  --smoke            3 claims each way, concurrency 1,2, 1 episode per slot (about 1 minute)
   --claims N         sandboxes created one by one, each way (default 10)
   --concurrency L    episodes in flight (default 1,8,32)
   --episodes N       episodes per slot in flight, each way (default 3)
+  --no-verify        episodes without their verify (claim, 3 execs, destroy)
   Needs root and a running Docker engine (scripts/setup-host).`;
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
@@ -53,6 +55,11 @@ volumes:
   data: {}
 x-denv:
   agent: main
+  verifier:
+    image: debian:bookworm-slim
+    command: ["sh", "-c", 'if [ "$$(wc -l < /submission/workspace/log)" -eq 3 ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt']
+    timeout: 60
+    submission: [/workspace/log]
 `;
 
 interface Config {
@@ -60,14 +67,16 @@ interface Config {
   claims: number;
   concurrency: number[];
   episodes: number;
+  verify: boolean;
 }
 
 function config(argv: string[]): Config {
-  const c: Config = { smoke: false, claims: 10, concurrency: [1, 8, 32], episodes: 3 };
+  const c: Config = { smoke: false, claims: 10, concurrency: [1, 8, 32], episodes: 3, verify: true };
   readArgs(argv, USAGE, (arg, r) => {
-    if (arg === "--smoke") Object.assign(c, { smoke: true, claims: 3, concurrency: [1, 2], episodes: 2 });
+    if (arg === "--smoke") Object.assign(c, { smoke: true, claims: 3, concurrency: [1, 2], episodes: 1 });
     else if (arg === "--claims") c.claims = r.count();
     else if (arg === "--episodes") c.episodes = r.count();
+    else if (arg === "--no-verify") c.verify = false;
     else if (arg === "--concurrency") c.concurrency = r.value().split(",").map(Number);
     else return false;
     return true;
@@ -98,13 +107,27 @@ async function sandbox(client: DenvClient): Promise<{ id: string; ms: number; po
   return { id: s.id, ms: performance.now() - t0, pool: s.pool ?? "miss" };
 }
 
-/** `n` episodes at `inFlight` at once: claim, 3 execs, destroy. */
+interface EpisodeRun {
+  ms: number;
+  latencies: number[];
+  /** Each episode's verify (snapshot, fork, verifier, collect), alone. */
+  verifies: number[];
+  /** Each verify's phases and their durations (ms), for where the time goes. */
+  verifyPhases: Array<Record<string, number>>;
+  failures: number;
+  hits: number;
+}
+
+/** `n` episodes at `inFlight` at once: claim, 3 execs, verify, destroy (and the episode's version deleted). */
 async function episodes(
   client: DenvClient,
   inFlight: number,
   n: number,
-): Promise<{ ms: number; latencies: number[]; failures: number; hits: number }> {
+  verify: boolean,
+): Promise<EpisodeRun> {
   const latencies: number[] = [];
+  const verifies: number[] = [];
+  const verifyPhases: Array<Record<string, number>> = [];
   let failures = 0;
   let hits = 0;
   let next = 0;
@@ -121,7 +144,20 @@ async function episodes(
             const r = await client.exec(s.id, { cmd: ["sh", "-c", `echo step ${i} >> /workspace/log`] });
             if (r.exit_code !== 0) throw new Error(`exec exited ${r.exit_code}`);
           }
-          await client.deleteSandbox(s.id);
+          if (verify) {
+            const v0 = performance.now();
+            const d = await client.verify(s.id, { wait: true });
+            const graded = d.result as { status?: string; reward?: number; version?: string } | undefined;
+            if (d.status !== "succeeded" || graded?.status !== "graded" || graded.reward !== 1) {
+              throw new Error(`verify: ${d.status}, ${JSON.stringify(graded ?? d.error)}`);
+            }
+            verifies.push(performance.now() - v0);
+            verifyPhases.push(Object.fromEntries(d.phases.map((p) => [p.name, p.duration_ms ?? 0])));
+            await client.deleteSandbox(s.id);
+            if (graded.version) await client.deleteVersion(graded.version);
+          } else {
+            await client.deleteSandbox(s.id);
+          }
           latencies.push(performance.now() - e0);
         } catch (err) {
           failures++;
@@ -130,7 +166,7 @@ async function episodes(
       }
     }),
   );
-  return { ms: performance.now() - t0, latencies, failures, hits };
+  return { ms: performance.now() - t0, latencies, verifies, verifyPhases, failures, hits };
 }
 
 async function main(): Promise<number> {
@@ -190,15 +226,17 @@ async function main(): Promise<number> {
       await client.setPool(PROJECT, 0);
       await waitZero(client);
       log(`episodes: ${n} at ${c} in flight, no pool`);
-      const base = await episodes(client, c, n);
+      const base = await episodes(client, c, n, cfg.verify);
       await client.setPool(PROJECT, c);
       await waitReady(client, c);
       log(`episodes: ${n} at ${c} in flight, pool of ${c}`);
-      const pooled = await episodes(client, c, n);
+      const pooled = await episodes(client, c, n, cfg.verify);
       perLevel[c] = { base, pooled };
-      const rate = (r: { ms: number; latencies: number[] }) => (r.latencies.length / r.ms) * 60_000;
+      const rate = (r: EpisodeRun) => (r.latencies.length / r.ms) * 60_000;
+      const verified = (r: EpisodeRun) =>
+        cfg.verify ? `, verify p50 ${round(median(r.verifies))} ms p99 ${round(pct(r.verifies, 99))} ms` : "";
       const row: Row = {
-        name: `episodes per minute at ${c} in flight (claim, 3 execs, destroy)`,
+        name: `episodes per minute at ${c} in flight (claim, 3 execs, ${cfg.verify ? "verify on a fork, " : ""}destroy)`,
         denv: round(rate(pooled)),
         baseline: round(rate(base)),
         baselineName: "no pool",
@@ -206,7 +244,7 @@ async function main(): Promise<number> {
         ratioKind: "throughput",
         target: "0 failures",
         verdict: verdict(pooled.failures === 0 && base.failures === 0),
-        note: `pool: ${pooled.hits}/${n} hits, p50 ${round(median(pooled.latencies))} ms, p99 ${round(pct(pooled.latencies, 99))} ms, ${pooled.failures} failed; no pool: p50 ${round(median(base.latencies))} ms, p99 ${round(pct(base.latencies, 99))} ms, ${base.failures} failed`,
+        note: `pool: ${pooled.hits}/${n} hits, p50 ${round(median(pooled.latencies))} ms, p99 ${round(pct(pooled.latencies, 99))} ms${verified(pooled)}, ${pooled.failures} failed; no pool: p50 ${round(median(base.latencies))} ms, p99 ${round(pct(base.latencies, 99))} ms${verified(base)}, ${base.failures} failed`,
       };
       row.ratio = ratioOf(row);
       rows.push(row);
