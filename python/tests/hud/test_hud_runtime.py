@@ -238,3 +238,26 @@ def test_the_messages() -> None:
         "p is not a denv session snapshot: DenvEndpoint.restore_session restores what a "
         "DenvEndpoint snapshotted (a denv version), not another runtime's archive"
     )
+
+
+async def test_a_template_can_grade_with_the_projects_denv_verifier(
+    fake: FakeControlPlane,
+) -> None:
+    def graded_by_denv(sandbox: DenvSandbox) -> hud.Environment:
+        env = hud.Environment("quickstart")
+
+        @env.template()
+        async def task() -> Any:
+            yield "Do the task."
+            yield (await sandbox.verify()).reward
+
+        return env
+
+    runtime = DenvRuntime(graded_by_denv, project="quickstart", client=client(fake))
+    job = await Taskset("t", [Task(env="quickstart", id="task")]).run(
+        ScriptedAgent(None), runtime=runtime
+    )
+    (run,) = job.runs
+    assert run.reward == 1.0  # the fake's verifier grades 1.0
+    verified = [r.url.path for r in fake.requests if r.url.path.endswith("/verify")]
+    assert verified == ["/v1/environments/quickstart/fork-0/verify"]

@@ -17,6 +17,10 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from hud.environment import Environment  # type: ignore[import-not-found,unused-ignore]
+
+# bind() is the control channel's public entry point; _shutdown() is its counterpart, the one
+# HUD's own LocalRuntime calls (it cancels the live sessions before the server closes; hud is
+# pinned, so its name is stable here).
 from hud.environment.server import _shutdown, bind  # type: ignore[import-not-found,unused-ignore]
 from hud.eval import Runtime, RuntimeConfig, Task  # type: ignore[import-not-found,unused-ignore]
 from hud.eval.runtime.core import validate_session_id  # type: ignore[import-not-found,unused-ignore]
@@ -297,6 +301,11 @@ class DenvRuntime:
     Attributes:
         runtime_config: The default ``RuntimeConfig`` (``image`` = the project or version),
             which HUD layers a row's ``runtime_config`` over.
+
+    Raises:
+        TypeError: ``build`` is not callable.
+        ValueError: ``project`` or ``version`` is no denv project or version
+            (:func:`not_a_version`).
     """
 
     def __init__(
