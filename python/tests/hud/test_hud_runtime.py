@@ -15,8 +15,11 @@ from typing import Any
 
 import hud
 import pytest
+from hud.agents.openai_compatible import OpenAIChatAgent
+from hud.agents.types import OpenAIChatConfig
 from hud.eval import RuntimeConfig, Task, Taskset
-from scripted_agent import ScriptedAgent, offline_hud
+from integration.scripted_model import ScriptedModel
+from scripted_agent import FIX, ScriptedAgent, offline_hud
 
 import denv
 from denv.hud import (
@@ -261,3 +264,28 @@ async def test_a_template_can_grade_with_the_projects_denv_verifier(
     assert run.reward == 1.0  # the fake's verifier grades 1.0
     verified = [r.url.path for r in fake.requests if r.url.path.endswith("/verify")]
     assert verified == ["/v1/environments/quickstart/fork-0/verify"]
+
+
+async def test_huds_own_tool_agent_calls_bash_in_the_sandbox(fake: FakeControlPlane) -> None:
+    # HUD's OpenAI-compatible agent (its ToolAgent loop) finds the denv capability's bash among
+    # its MCP tools and calls it; the "model" is the scripted one on loopback, which calls bash
+    # with the quickstart's fix on its first turn and answers "done" after.
+    executed: list[tuple[str, str]] = []
+
+    def on_exec(env_id: str, req: dict[str, Any]) -> dict[str, Any]:
+        executed.append((env_id, req["cmd"][2]))
+        return exec_response(0, b"fix.sh: patched\n")
+
+    fake.on_exec = on_exec
+    runtime = DenvRuntime(build, project="quickstart", client=client(fake))
+    with ScriptedModel(["solve"]) as model:
+        agent = OpenAIChatAgent(
+            OpenAIChatConfig(model="scripted", base_url=model.base_url, api_key="scripted")
+        )
+        job = await Taskset("t", [graded_task(image="quickstart")]).run(agent, runtime=runtime)
+    (run,) = job.runs
+    assert not run.grade.is_error, run.trace
+    assert executed == [("quickstart/fork-0", FIX)]
+    assert model.tool_results == ["exit code: 0\nstdout:\nfix.sh: patched\n"]
+    assert [t["function"]["name"] for t in model.requests[0]["tools"]] == ["bash"]
+    assert run.trace.content == "done"
