@@ -5,8 +5,6 @@ import {
   type CommandResult,
   ControlPlaneMessages,
   DenvError,
-  type ErrorCode,
-  ErrorCodes,
   type Frame,
   HEARTBEAT_MS,
   type HelloFrame,
@@ -18,9 +16,14 @@ import type { WebSocket } from "ws";
 import { randomToken } from "../ids.js";
 import { errorMessage, type Log } from "../log.js";
 import { checkedAnswer } from "./answer-check.js";
+import { HostError, ShutdownError } from "./host-error.js";
 import { HostSession } from "./host-session.js";
-import type { InboundStream, OutboundStream } from "./streams.js";
+import type { StreamCall } from "./stream-call.js";
 import { type DirectRoute, directRoute } from "./transfer-route.js";
+
+// The engine, the services, the routes and the target drivers take these from the hub.
+export { HostError, ShutdownError } from "./host-error.js";
+export { callFailure, type StreamCall } from "./stream-call.js";
 
 /** The longest a Node timer waits (a longer delay fires at once). */
 const MAX_TIMER_MS = 2 ** 31 - 1;
@@ -53,27 +56,6 @@ export interface SendOptions {
   upload?: () => AsyncIterable<Buffer>;
 }
 
-/**
- * A command's failure as the host reported it. `hostCode` keeps the host's own code, which may be
- * one of the protocol's (`interrupted`, `cancelled`) that has no HTTP status of its own.
- */
-export class HostError extends DenvError {
-  constructor(
-    readonly hostCode: string,
-    message: string,
-    details: readonly string[] = [],
-  ) {
-    super(hostCode in ErrorCodes ? (hostCode as ErrorCode) : "internal", message, details);
-  }
-}
-
-/** Raised into pending calls when the cp shuts down: deployments stay running and resume. */
-export class ShutdownError extends Error {
-  constructor() {
-    super("the control plane is shutting down");
-  }
-}
-
 interface Pending {
   id: string;
   hostId: string;
@@ -86,35 +68,6 @@ interface Pending {
   resolve: (value: unknown) => void;
   reject: (err: Error) => void;
   timer: NodeJS.Timeout;
-}
-
-/** An interactive streamed command: both directions of one stream id, and its result. */
-export interface StreamCall<K extends CommandKind> {
-  commandId: string;
-  streamId: string;
-  inbound: InboundStream;
-  outbound: OutboundStream;
-  result: Promise<CommandResult<K>>;
-  /** Forgets the stream; call when the consumer is done with the inbound bytes. */
-  close(): void;
-}
-
-/**
- * Why a streamed call broke: the host's own error (with its code) when the command failed,
- * else the stream's. A stream fails a moment before its command's result is handled.
- */
-export async function callFailure<K extends CommandKind>(
-  call: StreamCall<K>,
-  streamErr: unknown,
-): Promise<unknown> {
-  const outcome = await Promise.race([
-    call.result.then(
-      () => undefined,
-      (err: unknown) => err,
-    ),
-    new Promise<undefined>((r) => setTimeout(() => r(undefined), 200).unref()),
-  ]);
-  return outcome ?? streamErr;
 }
 
 /**
