@@ -46,13 +46,16 @@ def test_the_blogs_harbor_steps_are_the_ones_the_test_takes() -> None:
     test = (HERE / "test_hud_harbor.py").read_text()
     assert 'answer_file="/env/answer.txt"' in export
     assert 'answer_file="/env/answer.txt"' in test
-    first, second = blog_block("sh", "denv import harbor").strip().splitlines()
+    first, create, deploy = blog_block("sh", "denv import harbor").strip().splitlines()
     argv = shlex.split(first)
     assert argv[:3] == ["denv", "import", "harbor"]
     assert argv[3] == "harbor/count-759529a8"  # the folder the test's export writes
     assert '"count-759529a8"' in test
     assert argv[4:] == ["--out", "count"]
-    assert shlex.split(second) == ["denv", "deploy", "count"]
+    # The project the import names (the test checks it is the task's name).
+    assert 'answer["project"] == task.name' in test
+    assert shlex.split(create) == ["denv", "projects", "create", "count-759529a8"]
+    assert shlex.split(deploy) == ["denv", "deploy", "count", "--project", "count-759529a8"]
 
 
 def test_every_public_name_of_denv_hud_is_documented() -> None:
