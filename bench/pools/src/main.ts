@@ -38,7 +38,10 @@ const USAGE = `usage: node bench/pools/run.mjs [--smoke] [--claims N] [--concurr
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 
-/** Two services, one volume, small caps (so 32 in flight and a pool of 32 fit one host). */
+/**
+ * Two services, one volume, small caps: 32 in flight, a pool of 32 and the 32 verify forks fit
+ * one 2-core host at the cp's default cpu overcommit (32: 64 cpus to place; half a cpu each here).
+ */
 const COMPOSE = `services:
   main:
     image: debian:bookworm-slim
@@ -46,11 +49,13 @@ const COMPOSE = `services:
     init: true
     volumes: [data:/data]
     mem_limit: 128m
+    cpus: 0.25
   side:
     image: debian:bookworm-slim
     command: ["sleep", "infinity"]
     init: true
     mem_limit: 128m
+    cpus: 0.25
 volumes:
   data: {}
 x-denv:
@@ -92,12 +97,27 @@ const pct = (values: number[], p: number) => {
 async function waitReady(client: DenvClient, size: number): Promise<void> {
   const until = Date.now() + 600_000;
   for (;;) {
+    checkInterrupted();
     const p = await client.getPool(PROJECT);
     if (p.ready >= size && p.filling === 0) return;
     if (Date.now() > until) throw new Error(`the pool holds ${p.ready} of ${size} forks after 10 minutes`);
     await new Promise((r) => setTimeout(r, 200));
   }
 }
+
+/** Ctrl-C (or SIGTERM): the episodes under way end, nothing new starts, then the stack is cleaned up. */
+let interrupted = false;
+function stopOnSignals(): void {
+  for (const sig of ["SIGINT", "SIGTERM"] as const) {
+    process.on(sig, () => {
+      if (!interrupted) log(`${sig}: stopping after the episodes under way, then cleaning up`);
+      interrupted = true;
+    });
+  }
+}
+const checkInterrupted = () => {
+  if (interrupted) throw new Error("interrupted");
+};
 
 let seq = 0;
 /** One sandbox, created and timed; `pool` says whether it was a claim. */
@@ -134,7 +154,7 @@ async function episodes(
   const t0 = performance.now();
   await Promise.all(
     Array.from({ length: inFlight }, async () => {
-      while (next < n) {
+      while (next < n && !interrupted) {
         next++;
         const e0 = performance.now();
         try {
@@ -171,6 +191,7 @@ async function episodes(
 
 async function main(): Promise<number> {
   const cfg = config(process.argv.slice(2));
+  stopOnSignals();
   const startedAt = new Date();
   const tmp = await newTempDir();
   const stacks: Stack[] = [];
@@ -190,6 +211,7 @@ async function main(): Promise<number> {
     // 1. One sandbox at a time: cold, then claimed from a pool refilled between claims.
     const cold: number[] = [];
     for (let i = 0; i < cfg.claims; i++) {
+      checkInterrupted();
       const s = await sandbox(client);
       if (s.pool !== "miss") throw new Error(`a sandbox without a pool said pool: ${s.pool}`);
       cold.push(s.ms);
@@ -225,12 +247,14 @@ async function main(): Promise<number> {
       const n = c * cfg.episodes;
       await client.setPool(PROJECT, 0);
       await waitZero(client);
+      checkInterrupted();
       log(`episodes: ${n} at ${c} in flight, no pool`);
       const base = await episodes(client, c, n, cfg.verify);
       await client.setPool(PROJECT, c);
       await waitReady(client, c);
       log(`episodes: ${n} at ${c} in flight, pool of ${c}`);
       const pooled = await episodes(client, c, n, cfg.verify);
+      checkInterrupted();
       perLevel[c] = { base, pooled };
       const rate = (r: EpisodeRun) => (r.latencies.length / r.ms) * 60_000;
       const verified = (r: EpisodeRun) =>
@@ -266,11 +290,12 @@ async function main(): Promise<number> {
 
 async function waitZero(client: DenvClient): Promise<void> {
   const until = Date.now() + 300_000;
-  while (Date.now() < until) {
+  while (Date.now() < until && !interrupted) {
     const p = await client.getPool(PROJECT);
     if (p.ready === 0 && p.filling === 0) return;
     await new Promise((r) => setTimeout(r, 200));
   }
+  checkInterrupted();
   throw new Error("the pool did not empty");
 }
 

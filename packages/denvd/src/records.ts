@@ -96,11 +96,24 @@ export class RecordStore {
     }
   }
 
+  /**
+   * Every record of a kind. One deleted between the listing and its read (an environment destroyed
+   * meanwhile) is not one of them: at 32 episodes in flight, a verify's fork went while another
+   * command listed the environments, and that command failed on ENOENT.
+   */
   private async all<T>(kind: string): Promise<T[]> {
     const names = (await readdir(join(this.dir, kind))).filter((n) => n.endsWith(".json"));
-    return Promise.all(
-      names.map(async (n) => JSON.parse(await readFile(join(this.dir, kind, n), "utf8")) as T),
+    const read = await Promise.all(
+      names.map(async (n) => {
+        try {
+          return JSON.parse(await readFile(join(this.dir, kind, n), "utf8")) as T;
+        } catch (err) {
+          if ((err as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+          throw err;
+        }
+      }),
     );
+    return read.filter((r): r is Awaited<T> => r !== undefined);
   }
 
   putEnvironment(r: EnvironmentRecord): Promise<void> {
