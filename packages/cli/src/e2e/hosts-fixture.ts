@@ -1,22 +1,32 @@
-import { type ChildProcess, execFile, spawn } from "node:child_process";
-import { randomBytes, randomInt } from "node:crypto";
-import {
-  closeSync,
-  copyFileSync,
-  existsSync,
-  mkdirSync,
-  openSync,
-  readdirSync,
-  readFileSync,
-  rmdirSync,
-  rmSync,
-  writeFileSync,
-} from "node:fs";
-import http from "node:http";
-import net from "node:net";
+import { execFile } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { promisify } from "node:util";
 import { DenvClient } from "@denv/sdk";
+import {
+  cleanEnv,
+  debugFlags,
+  freePort,
+  keepLog,
+  type Proc,
+  running,
+  startProc,
+  stopProc,
+  waitUntil,
+} from "./fixture-procs.js";
+import { startEngine } from "./hosts-engines.js";
+import {
+  destroyEnvironments,
+  forwardRule,
+  freeSubnet,
+  LIB_ROOT,
+  PREFIX,
+  RUN_ROOT,
+  startTime,
+  sweepStaleHosts,
+  teardown,
+} from "./hosts-teardown.js";
 import { cli, type RunResult, repo, run } from "./stack.js";
 
 /**
@@ -37,36 +47,15 @@ import { cli, type RunResult, repo, run } from "./stack.js";
  * hosts on it, and nothing else. The machine's engine sets FORWARD's policy to DROP and bridged
  * frames pass through it (br_netfilter), so one rule, `FORWARD -i dvt<id> -o dvt<id> ACCEPT`
  * (commented `dvt<id>`), lets the hosts talk to each other (direct version transfers).
- * sweepStaleHosts() removes what an earlier run that died left behind.
+ * sweepStaleHosts() (hosts-teardown.ts) removes what an earlier run that died left behind; the
+ * engines start in hosts-engines.ts, and fixture-procs.ts starts, waits for and stops programs.
  */
 
-const RUN_ROOT = "/run/dvt";
-const LIB_ROOT = "/var/lib/dvt";
-/** Every name this fixture gives a link, a namespace or a folder starts with it, then the 4-hex id. */
-const PREFIX = "dvt";
-const ID = /^[0-9a-f]{4}$/;
 const BASE_IMAGE = "debian:bookworm-slim";
 const CP_BIN = path.join(repo, "packages/cp/dist/main.js");
 const DENVD_BIN = path.join(repo, "packages/denvd/dist/main.js");
 
 const sh = promisify(execFile);
-
-/**
- * DENV_E2E_DEBUG_DIR=DIR (a debugging aid, for profiling a benchmark): the cp and every
- * `denvd run` start under `node --cpu-prof`, each writing its profile into DIR/<cp|name>/ when it
- * exits, and close() copies their logs into DIR before it removes them.
- */
-function debugFlags(proc: string): string[] {
-  const dir = process.env.DENV_E2E_DEBUG_DIR;
-  return dir ? ["--cpu-prof", `--cpu-prof-dir=${path.join(path.resolve(dir), proc)}`] : [];
-}
-
-function keepLog(log: string, as: string): void {
-  const dir = process.env.DENV_E2E_DEBUG_DIR;
-  if (!dir || !existsSync(log)) return;
-  mkdirSync(dir, { recursive: true });
-  copyFileSync(log, path.join(dir, as));
-}
 
 export interface HostSpec<N extends string = string> {
   /** [a-z0-9]{1,8}: names the namespace, the folders and the host id (dvt<id>-<name>). */
@@ -128,331 +117,6 @@ export interface Hosts<N extends string = string> extends AsyncDisposable {
   cpLog: string;
   /** Destroys environments through the API, stops every process, removes everything; resolves with the ms it took. */
   close(): Promise<number>;
-}
-
-/** A program this fixture started, with its exit as a promise. */
-interface Proc {
-  child: ChildProcess;
-  exited: Promise<void>;
-}
-
-function startProc(file: string, args: string[], log: string, env: NodeJS.ProcessEnv): Proc {
-  const fd = openSync(log, "a", 0o600);
-  try {
-    const child = spawn(file, args, { stdio: ["ignore", fd, fd], env });
-    const exited = new Promise<void>((resolve) => {
-      child.once("exit", () => resolve());
-      child.once("error", () => resolve());
-    });
-    return { child, exited };
-  } finally {
-    closeSync(fd);
-  }
-}
-
-const running = (p: Proc | undefined): p is Proc =>
-  p !== undefined && p.child.exitCode === null && p.child.signalCode === null;
-
-/** `signal`, then SIGKILL when it has not exited after `graceMs`. */
-async function stopProc(p: Proc | undefined, signal: NodeJS.Signals, graceMs: number): Promise<void> {
-  if (!running(p)) return;
-  p.child.kill(signal);
-  const timer = new Promise<"late">((r) => setTimeout(() => r("late"), graceMs).unref());
-  if ((await Promise.race([p.exited, timer])) === "late") {
-    p.child.kill("SIGKILL");
-    await p.exited;
-  }
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-function tail(file: string, lines = 30): string {
-  try {
-    return readFileSync(file, "utf8").trimEnd().split("\n").slice(-lines).join("\n");
-  } catch {
-    return "(no log)";
-  }
-}
-
-/** Polls until `ready` is true; fails with `log`'s end when `proc` exits first or time runs out. */
-async function waitUntil(
-  what: string,
-  timeoutMs: number,
-  ready: () => Promise<boolean>,
-  proc?: { p: Proc | undefined; log: string },
-): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  let last = "";
-  while (Date.now() < deadline) {
-    try {
-      if (await ready()) return;
-    } catch (err) {
-      last = (err as Error).message;
-    }
-    if (proc && !running(proc.p))
-      throw new Error(`exited while waiting for ${what}; the end of ${proc.log}:\n${tail(proc.log)}`);
-    await sleep(100);
-  }
-  throw new Error(
-    `timed out after ${timeoutMs / 1000}s waiting for ${what}${last ? ` (${last})` : ""}${proc ? `; the end of ${proc.log}:\n${tail(proc.log)}` : ""}`,
-  );
-}
-
-/** GET /_ping on an engine's socket answers OK. */
-function pingEngine(socket: string): Promise<boolean> {
-  return new Promise((resolve) => {
-    const req = http.get({ socketPath: socket, path: "/_ping", timeout: 2_000 }, (res) => {
-      res.resume();
-      resolve(res.statusCode === 200);
-    });
-    req.on("error", () => resolve(false));
-    req.on("timeout", () => req.destroy());
-  });
-}
-
-function freePort(host: string): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.listen(0, host, () => {
-      const addr = srv.address();
-      const port = typeof addr === "object" && addr ? addr.port : 0;
-      srv.close(() => resolve(port));
-    });
-    srv.on("error", reject);
-  });
-}
-
-/** The process's start time in clock ticks since boot (field 22 of /proc/PID/stat): a pid with another start time is another process. */
-function startTime(pid: number): string | undefined {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    return fields[0] === "Z" ? undefined : fields[19];
-  } catch {
-    return undefined;
-  }
-}
-
-/** Whether the process that wrote fixture `id`'s owner file still runs. */
-function ownerAlive(id: string): boolean {
-  try {
-    const [pid, start] = readFileSync(path.join(RUN_ROOT, id, "owner"), "utf8")
-      .trim()
-      .split(" ");
-    return start !== undefined && startTime(Number(pid)) === start;
-  } catch {
-    return false;
-  }
-}
-
-/** pids whose command line names a folder of fixture `id`, with all their descendants (containers under a shim). */
-function processesOf(id: string): number[] {
-  const marks = [`${RUN_ROOT}/${id}/`, `${LIB_ROOT}/${id}/`];
-  const children = new Map<number, number[]>();
-  const roots: number[] = [];
-  for (const entry of readdirSync("/proc")) {
-    const pid = Number(entry);
-    if (!Number.isInteger(pid) || pid === process.pid) continue;
-    try {
-      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
-      children.set(ppid, [...(children.get(ppid) ?? []), pid]);
-      const cmdline = readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " ");
-      if (marks.some((m) => cmdline.includes(m))) roots.push(pid);
-    } catch {
-      // gone meanwhile
-    }
-  }
-  const out = new Set<number>();
-  const visit = (pid: number) => {
-    if (out.has(pid)) return;
-    out.add(pid);
-    for (const c of children.get(pid) ?? []) visit(c);
-  };
-  for (const r of roots) visit(r);
-  return [...out];
-}
-
-/** Mount points at or below fixture `id`'s folders, deepest first. */
-function mountsOf(id: string): string[] {
-  const roots = [path.join(RUN_ROOT, id), path.join(LIB_ROOT, id)];
-  const points = readFileSync("/proc/mounts", "utf8")
-    .split("\n")
-    .map((l) =>
-      (l.split(" ")[1] ?? "").replace(/\\([0-7]{3})/g, (_, o: string) =>
-        String.fromCharCode(Number.parseInt(o, 8)),
-      ),
-    )
-    .filter((mp) => roots.some((r) => mp === r || mp.startsWith(`${r}/`)));
-  return [...new Set(points)].sort(
-    (a, b) => b.split("/").length - a.split("/").length || b.length - a.length,
-  );
-}
-
-async function netnsNames(): Promise<string[]> {
-  const out = (await sh("ip", ["netns", "list"])).stdout;
-  return out
-    .split("\n")
-    .map((l) => l.split(" ")[0] ?? "")
-    .filter(Boolean);
-}
-
-async function linkNames(): Promise<string[]> {
-  const out = (await sh("ip", ["-o", "link", "show"])).stdout;
-  return out
-    .split("\n")
-    .map((l) => (l.split(": ")[1] ?? "").split("@")[0] ?? "")
-    .filter(Boolean);
-}
-
-/** FORWARD's rule (without -I/-D) that lets the hosts on fixture `id`'s bridge reach each other. */
-function forwardRule(id: string): string[] {
-  const bridge = `${PREFIX}${id}`;
-  return ["FORWARD", "-i", bridge, "-o", bridge, "-m", "comment", "--comment", bridge, "-j", "ACCEPT"];
-}
-
-/**
- * Removes all of fixture `id`: its processes (SIGKILL, with their descendants), mounts (lazily,
- * deepest first), loop devices, namespaces, links and folders. Every step runs; their failures
- * come back together.
- */
-async function teardown(id: string): Promise<string[]> {
-  const errors: string[] = [];
-  const step = async (what: string, fn: () => Promise<void>) => {
-    try {
-      await fn();
-    } catch (err) {
-      errors.push(`${what}: ${(err as Error).message}`);
-    }
-  };
-  await step("kill processes", async () => {
-    for (let round = 0; round < 3; round++) {
-      const pids = processesOf(id);
-      if (pids.length === 0) return;
-      for (const pid of pids) {
-        try {
-          process.kill(pid, "SIGKILL");
-        } catch {
-          // gone
-        }
-      }
-      for (let i = 0; i < 50 && pids.some((p) => startTime(p) !== undefined); i++) await sleep(100);
-    }
-    const left = processesOf(id);
-    if (left.length > 0) throw new Error(`still running: ${left.join(", ")}`);
-  });
-  await step("unmount", async () => {
-    for (let round = 0; round < 5; round++) {
-      const points = mountsOf(id);
-      if (points.length === 0) return;
-      for (const mp of points) await sh("umount", ["-l", mp]).catch(() => undefined);
-    }
-    const left = mountsOf(id);
-    if (left.length > 0) throw new Error(`still mounted: ${left.join(", ")}`);
-  });
-  await step("detach loop devices", async () => {
-    const out = (await sh("losetup", ["-l", "-n", "-O", "NAME,BACK-FILE"]).catch(() => ({ stdout: "" })))
-      .stdout;
-    for (const line of out.split("\n")) {
-      const [dev, file] = line.trim().split(/\s+/, 2);
-      if (dev && file?.startsWith(`${LIB_ROOT}/${id}/`)) await sh("losetup", ["-d", dev]);
-    }
-  });
-  await step("delete the forwarding rule", async () => {
-    const rule = forwardRule(id);
-    for (let i = 0; i < 10; i++) {
-      const r = await sh("iptables", ["-w", "-C", ...rule]).then(
-        () => true,
-        () => false,
-      );
-      if (!r) return;
-      await sh("iptables", ["-w", "-D", ...rule]);
-    }
-  });
-  await step("delete namespaces", async () => {
-    for (const ns of await netnsNames())
-      if (ns.startsWith(`${PREFIX}${id}-`)) await sh("ip", ["netns", "del", ns]);
-  });
-  await step("delete links", async () => {
-    for (const link of await linkNames()) {
-      if (link === `${PREFIX}${id}` || new RegExp(`^${PREFIX}${id}[vp]\\d+$`).test(link))
-        await sh("ip", ["link", "del", link]).catch((err: Error) => {
-          // A veth goes with its namespace's end: gone meanwhile is fine.
-          if (existsSync(`/sys/class/net/${link}`)) throw err;
-        });
-    }
-  });
-  await step("remove folders", async () => {
-    rmSync(path.join(RUN_ROOT, id), { recursive: true, force: true });
-    rmSync(path.join(LIB_ROOT, id), { recursive: true, force: true });
-    for (const root of [RUN_ROOT, LIB_ROOT]) {
-      try {
-        rmdirSync(root);
-      } catch {
-        // another fixture's, or already gone
-      }
-    }
-  });
-  return errors;
-}
-
-/**
- * What earlier runs left behind: every fixture id found in /run/dvt, /var/lib/dvt, `dvt<id>-*`
- * namespaces, `dvt<id>` links or a process's command line, whose owner process is gone. Only
- * names of this fixture's shape are touched: never the machine's engine, never another netns.
- */
-export async function sweepStaleHosts(): Promise<string[]> {
-  const ids = new Set<string>();
-  for (const root of [RUN_ROOT, LIB_ROOT]) {
-    if (!existsSync(root)) continue;
-    for (const d of readdirSync(root)) if (ID.test(d)) ids.add(d);
-  }
-  for (const ns of await netnsNames()) {
-    const m = new RegExp(`^${PREFIX}([0-9a-f]{4})-`).exec(ns);
-    if (m?.[1]) ids.add(m[1]);
-  }
-  for (const link of await linkNames()) {
-    const m = new RegExp(`^${PREFIX}([0-9a-f]{4})([vp]\\d+)?$`).exec(link);
-    if (m?.[1]) ids.add(m[1]);
-  }
-  const forward = (await sh("iptables", ["-w", "-S", "FORWARD"]).catch(() => ({ stdout: "" }))).stdout;
-  for (const m of forward.matchAll(new RegExp(`--comment ${PREFIX}([0-9a-f]{4})\\b`, "g")))
-    if (m[1]) ids.add(m[1]);
-  for (const entry of readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const cmdline = readFileSync(`/proc/${entry}/cmdline`, "utf8");
-      for (const m of cmdline.matchAll(/\/(?:run|var\/lib)\/dvt\/([0-9a-f]{4})\//g)) if (m[1]) ids.add(m[1]);
-    } catch {
-      // gone meanwhile
-    }
-  }
-  const swept: string[] = [];
-  const errors: string[] = [];
-  for (const id of ids) {
-    if (ownerAlive(id)) continue;
-    errors.push(...(await teardown(id)).map((e) => `${id}: ${e}`));
-    swept.push(id);
-  }
-  if (errors.length > 0) throw new Error(`sweeping stale hosts failed:\n${errors.join("\n")}`);
-  return swept;
-}
-
-/** A /24 in 10.252.0.0/16 no address or route of this machine uses yet. */
-async function freeSubnet(): Promise<number> {
-  for (let attempt = 0; attempt < 50; attempt++) {
-    const k = randomInt(1, 251);
-    const used = `${(await sh("ip", ["-4", "-o", "addr", "show"])).stdout}\n${(await sh("ip", ["-4", "route", "show", "table", "all"])).stdout}`;
-    if (!used.includes(`10.252.${k}.`)) return k;
-  }
-  throw new Error("no free /24 in 10.252.0.0/16");
-}
-
-/** Environment variables of this process, without any that would point denv or docker elsewhere. */
-function cleanEnv(): NodeJS.ProcessEnv {
-  return Object.fromEntries(
-    Object.entries(process.env).filter(([k]) => !/^(DENV_|DENVD_|DOCKER_)/.test(k)),
-  ) as NodeJS.ProcessEnv;
 }
 
 /**
@@ -570,51 +234,15 @@ export async function startHosts<const N extends string>(opts: HostsOptions<N>):
       };
     });
 
-    const engines = hosts.map(async (h, i) => {
-      mkdirSync(h.run, { recursive: true, mode: 0o700 });
-      mkdirSync(h.stateDir, { recursive: true, mode: 0o700 });
-      const ns = (...args: string[]) => sh("ip", ["-n", h.netns, ...args]);
-      await sh("ip", ["netns", "add", h.netns]);
-      await sh("ip", ["link", "add", h.veth, "type", "veth", "peer", "name", `${PREFIX}${id}p${i}`]);
-      await sh("ip", ["link", "set", h.veth, "master", bridge, "up"]);
-      await sh("ip", ["link", "set", `${PREFIX}${id}p${i}`, "netns", h.netns]);
-      await ns("link", "set", `${PREFIX}${id}p${i}`, "name", "eth0");
-      await ns("addr", "add", `${h.address}/24`, "dev", "eth0");
-      await ns("link", "set", "eth0", "up");
-      await ns("link", "set", "lo", "up");
-      // nsenter --net, not `ip netns exec`: that one also makes a private mount namespace, and
-      // dockerd must see the btrfs store denvd mounts.
-      const p = startProc(
-        "nsenter",
-        [
-          `--net=/run/netns/${h.netns}`,
-          "dockerd",
-          "--data-root",
-          path.join(h.lib, "docker"),
-          "--exec-root",
-          path.join(h.run, "x"),
-          "-H",
-          `unix://${h.socket}`,
-          "--pidfile",
-          path.join(h.run, "docker.pid"),
-          // Where dockerd would use the machine's containerd (its socket exists), a namespace of
-          // its own keeps this engine's containers apart from the machine engine's.
-          "--containerd-namespace",
-          h.netns,
-          "--containerd-plugins-namespace",
-          `${h.netns}-p`,
-        ],
-        h.dockerLog,
-        cleanEnv(),
-      );
-      procs.dockerd.set(h.spec.name, p);
-      await waitUntil(`the engine at ${h.socket}`, 60_000, () => pingEngine(h.socket), {
-        p,
-        log: h.dockerLog,
-      });
-      await saved;
-      await sh("docker", ["-H", `unix://${h.socket}`, "load", "-i", baseTar], { env: cleanEnv() });
-    });
+    const engines = hosts.map((h, i) =>
+      startEngine(h, {
+        peer: `${PREFIX}${id}p${i}`,
+        bridge,
+        saved,
+        baseTar,
+        started: (p) => procs.dockerd.set(h.spec.name, p),
+      }),
+    );
     // allSettled: a failure is thrown only once every engine is settled, so none starts after the teardown.
     const settled = await Promise.allSettled([cpReady, saved, ...engines]);
     const failed = settled.find((s): s is PromiseRejectedResult => s.status === "rejected");
@@ -801,32 +429,4 @@ export async function startHosts<const N extends string>(opts: HostsOptions<N>):
   } catch (err) {
     return abandon(err);
   }
-}
-
-/**
- * Every environment and sandbox, destroyed through the API so that the control plane's records
- * agree. Those on a host that is not online (a test stopped its denvd, or removed the host) are
- * left to the engine's removal: a destroy there would wait for a host that does not answer.
- */
-async function destroyEnvironments(client: DenvClient): Promise<void> {
-  const online = new Set((await client.listHosts()).filter((h) => h.status === "online").map((h) => h.id));
-  const envs = (
-    await Promise.all((await client.listProjects()).map((p) => client.listEnvironments(p.name)))
-  ).flat();
-  const failures: string[] = [];
-  await Promise.all(
-    envs.map(async (e) => {
-      if (e.host_id !== undefined && !online.has(e.host_id)) return;
-      try {
-        if (e.sandbox) await client.deleteSandbox(e.id, { wait: true });
-        else {
-          const d = await client.destroy(e.id, { wait: true, signal: AbortSignal.timeout(120_000) });
-          if (d.status !== "succeeded") failures.push(`${e.id}: ${d.error?.message ?? d.status}`);
-        }
-      } catch (err) {
-        failures.push(`${e.id}: ${(err as Error).message}`);
-      }
-    }),
-  );
-  if (failures.length > 0) throw new Error(failures.join("; "));
 }
