@@ -27,13 +27,15 @@ import {
  * run. Every verify must grade the episode 1.0 (its 3 execs wrote 3 lines the verifier counts).
  */
 
-const USAGE = `usage: node bench/pools/run.mjs [--smoke] [--claims N] [--concurrency 1,8,32] [--episodes N] [--no-verify]
+const USAGE = `usage: node bench/pools/run.mjs [--smoke] [--claims N] [--concurrency 1,8,32] [--episodes N] [--no-verify] [--verifier-services]
 
   --smoke            3 claims each way, concurrency 1,2, 1 episode per slot (about 1 minute)
   --claims N         sandboxes created one by one, each way (default 10)
   --concurrency L    episodes in flight (default 1,8,32)
   --episodes N       episodes per slot in flight, each way (default 3)
   --no-verify        episodes without their verify (claim, 3 execs, destroy)
+  --verifier-services  the verify's fork starts its services (the default for a verifier; this
+                     one reads only files, so the benchmark gives it x-denv.verifier.services: false)
   Needs root and a running Docker engine (scripts/setup-host).`;
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
@@ -42,7 +44,7 @@ const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", ".
  * Two services, one volume, small caps: 32 in flight, a pool of 32 and the 32 verify forks fit
  * one 2-core host at the cp's default cpu overcommit (32: 64 cpus to place; half a cpu each here).
  */
-const COMPOSE = `services:
+const compose = (verifierServices: boolean) => `services:
   main:
     image: debian:bookworm-slim
     command: ["sleep", "infinity"]
@@ -61,7 +63,7 @@ volumes:
 x-denv:
   agent: main
   verifier:
-    image: debian:bookworm-slim
+    image: debian:bookworm-slim${verifierServices ? "" : "\n    services: false"}
     command: ["sh", "-c", 'if [ "$$(wc -l < /submission/workspace/log)" -eq 3 ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt']
     timeout: 60
     submission: [/workspace/log]
@@ -73,15 +75,24 @@ interface Config {
   concurrency: number[];
   episodes: number;
   verify: boolean;
+  verifierServices: boolean;
 }
 
 function config(argv: string[]): Config {
-  const c: Config = { smoke: false, claims: 10, concurrency: [1, 8, 32], episodes: 3, verify: true };
+  const c: Config = {
+    smoke: false,
+    claims: 10,
+    concurrency: [1, 8, 32],
+    episodes: 3,
+    verify: true,
+    verifierServices: false,
+  };
   readArgs(argv, USAGE, (arg, r) => {
     if (arg === "--smoke") Object.assign(c, { smoke: true, claims: 3, concurrency: [1, 2], episodes: 1 });
     else if (arg === "--claims") c.claims = r.count();
     else if (arg === "--episodes") c.episodes = r.count();
     else if (arg === "--no-verify") c.verify = false;
+    else if (arg === "--verifier-services") c.verifierServices = true;
     else if (arg === "--concurrency") c.concurrency = r.value().split(",").map(Number);
     else return false;
     return true;
@@ -203,7 +214,7 @@ async function main(): Promise<number> {
   try {
     const dir = join(tmp, "small");
     await mkdir(dir, { recursive: true });
-    await writeFile(join(dir, "compose.yaml"), COMPOSE);
+    await writeFile(join(dir, "compose.yaml"), compose(cfg.verifierServices));
     log("starting the stack (denv up) and deploying the small stack");
     bench = await startBenchStack(dir, tmp, (s) => stacks.push(s));
     const { client } = bench;
@@ -260,7 +271,7 @@ async function main(): Promise<number> {
       const verified = (r: EpisodeRun) =>
         cfg.verify ? `, verify p50 ${round(median(r.verifies))} ms p99 ${round(pct(r.verifies, 99))} ms` : "";
       const row: Row = {
-        name: `episodes per minute at ${c} in flight (claim, 3 execs, ${cfg.verify ? "verify on a fork, " : ""}destroy)`,
+        name: `episodes per minute at ${c} in flight (claim, 3 execs, ${cfg.verify ? `verify on a fork${cfg.verifierServices ? " with its services" : ""}, ` : ""}destroy)`,
         denv: round(rate(pooled)),
         baseline: round(rate(base)),
         baselineName: "no pool",

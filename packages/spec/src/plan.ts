@@ -136,6 +136,12 @@ export const VerifierPlan = z.object({
    * `expect`: the reward it must get, or the deploy fails before alpha switches.
    */
   smoke: z.object({ expect: z.number().optional() }).optional(),
+  /**
+   * x-denv.verifier.services: false: the verifier needs none of the fork's services, only its
+   * files. The verify's fork is created from the snapshot (its containers, volumes and network)
+   * but no service of it is started, and the verifier runs with no network at all.
+   */
+  services: z.literal(false).optional(),
 });
 export type VerifierPlan = z.infer<typeof VerifierPlan>;
 

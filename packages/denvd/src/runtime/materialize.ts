@@ -50,6 +50,7 @@ export async function materialize(
   from: VersionRecord | undefined,
   undo: Undo,
   phase: PhaseListener,
+  opts: { start: boolean } = { start: true },
 ): Promise<EnvironmentRecord> {
   const { plan } = base;
   phase.start("place");
@@ -124,6 +125,12 @@ export async function materialize(
   if (from) phase.end("restore", { version: from.id, method: ctx.store.method });
   else phase.end("place", { host: ctx.hostId });
 
+  if (!opts.start) {
+    // Nothing will run in it to use the agent's mirror proxy (x-denv.egress: mirrors).
+    await egress?.close();
+    return notStarted(ctx, rec, { t0, tNetwork, firewallMs, ...made }, undo);
+  }
+
   phase.start("start");
   let tStarted = 0;
   const services = await startServices(ctx, rec, {
@@ -194,6 +201,53 @@ export async function materialize(
   await ctx.records.putEnvironment(rec);
   undo.push(`record ${rec.id}`, () => ctx.records.deleteEnvironment(rec.id));
   ctx.log(`${rec.id} ready in ${Date.now() - t0} ms`);
+  return rec;
+}
+
+/** Why a fork whose services were created and not started has no probe: nothing in it runs. */
+export const NOT_STARTED =
+  "no service of this fork was started (x-denv.verifier.services: false): nothing in it runs, and the verifier has no network";
+
+/**
+ * A fork whose containers, volumes and network exist and none of whose services was started:
+ * its disk state for a verifier that reads files. Nothing runs in it, so there is no health to
+ * wait for, no baseline of processes and nothing to probe; it is recorded `stopped`.
+ */
+async function notStarted(
+  ctx: HostContext,
+  rec: EnvironmentRecord,
+  t: { t0: number; tNetwork: number; firewallMs: number; volumesMs: number; containersMs: number },
+  undo: Undo,
+): Promise<EnvironmentRecord> {
+  const { plan } = rec;
+  rec.status = "stopped";
+  rec.evidence = {
+    placement: { host: ctx.hostId, reason: "the host this runtime drives" },
+    network: { name: rec.network.name, subnet: rec.network.subnet, internal: plan.egress !== "allow" },
+    volumes: { method: ctx.store.method, from: rec.parentVersion ?? null },
+    images: Object.fromEntries(Object.entries(rec.images).map(([k, v]) => [k, v.imageId])),
+    timings: {
+      create_ms: Date.now() - t.t0,
+      start_ms: 0,
+      health_ms: 0,
+      probe_ms: 0,
+      total_ms: Date.now() - t.t0,
+      network_ms: t.tNetwork - t.t0,
+      firewall_ms: t.firewallMs,
+      volumes_ms: t.volumesMs,
+      containers_ms: t.containersMs,
+    },
+    probe: { skipped: NOT_STARTED },
+    caps: {
+      memory_bytes: plan.services.reduce((n, svc) => n + svc.resources.memoryBytes, 0),
+      cpus: plan.services.reduce((n, svc) => n + svc.resources.cpus, 0),
+      pids: plan.services.reduce((n, svc) => n + svc.resources.pids, 0),
+    },
+    egress: { mode: plan.egress },
+  };
+  await ctx.records.putEnvironment(rec);
+  undo.push(`record ${rec.id}`, () => ctx.records.deleteEnvironment(rec.id));
+  ctx.log(`${rec.id} created, not started, in ${Date.now() - t.t0} ms`);
   return rec;
 }
 

@@ -170,10 +170,13 @@ export class Runtime {
     });
   }
 
-  /** A new environment from a version: its services start fresh from the version's disk state. */
+  /**
+   * A new environment from a version: its services start fresh from the version's disk state.
+   * `start: false` creates them without starting any (a verify whose verifier reads only files).
+   */
   async fork(
     versionId: string,
-    opts: { name?: string; command?: string; onPhase?: PhaseListener } = {},
+    opts: { name?: string; command?: string; onPhase?: PhaseListener; start?: boolean } = {},
   ): Promise<HostEnvironment> {
     const ctx = this.host;
     const { materialize, undoable } = await verbs();
@@ -196,7 +199,9 @@ export class Runtime {
         testsTar: version.testsTar,
       };
       return undoable(ctx.log, async (undo) =>
-        hostEnvironment(await materialize(ctx, base, version, undo, opts.onPhase ?? noPhases)),
+        hostEnvironment(
+          await materialize(ctx, base, version, undo, opts.onPhase ?? noPhases, { start: opts.start ?? true }),
+        ),
       );
     });
   }

@@ -27,7 +27,7 @@ export interface EpisodePort {
   stopAgent(envId: string): Promise<{ killed: number; survivors: number }>;
   snapshot(envId: string, opts: { command: string; number?: number | undefined }): Promise<VersionInfo>;
   version(versionId: string): Promise<VersionInfo>;
-  fork(versionId: string, opts: { name: string; command: string }): Promise<HostEnvironment>;
+  fork(versionId: string, opts: { name: string; command: string; start: boolean }): Promise<HostEnvironment>;
   destroy(envId: string): Promise<void>;
 }
 
@@ -92,9 +92,16 @@ export async function verifyEnvironment(
   if (agent) phase.end("snapshot", snapshot, "fork");
   else phase.start("fork");
   const tSnap = Date.now();
-  const fork = await episode.fork(version.id, { name: `verify-${randomBytes(3).toString("hex")}`, command });
+  // x-denv.verifier.services: false: the fork's files are all the verifier reads, so none of its
+  // services is started, and the verifier gets no network (see createVerifier).
+  const withServices = vplan.services !== false;
+  const fork = await episode.fork(version.id, {
+    name: `verify-${randomBytes(3).toString("hex")}`,
+    command,
+    start: withServices,
+  });
   const tForked = Date.now();
-  phase.end("fork", { environment: fork.id }, "probe");
+  phase.end("fork", { environment: fork.id, services: withServices ? "started" : "not started" }, "probe");
   // The fork was probed as it came up; this phase reports that probe.
   phase.end("probe", fork.evidence.probe);
   // What every outcome reports: the agent stopped, the episode's snapshot, the fork it ran on.
@@ -226,7 +233,7 @@ function createVerifier(
         forkRec.name,
         `verifier-${randomBytes(2).toString("hex")}`,
       ),
-      networkName: forkRec.network.name,
+      networkName: vplan.services === false ? "none" : forkRec.network.name,
       workingDir: TESTS_DIR,
       env: { REWARD_DIR, SUBMISSION_DIR, ...egressEnv },
       labels: ctx.labels(forkRec, "verifier", command, { version }),

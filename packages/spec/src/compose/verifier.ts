@@ -146,6 +146,11 @@ export function parseVerifier(value: unknown, scope: VerifierScope): VerifierPla
       case "resources":
         verifier.resources = withDefaults(parseResourceBlock(v, key, refuse), scope.defaults);
         break;
+      case "services": {
+        if (v === false) verifier.services = false;
+        else if (v !== true) refuse(key, ComposeReasons.verifierServices(describe(v)));
+        break;
+      }
       case "smoke": {
         const smoke = parseSmoke(v);
         if (smoke === "refused") refuse(key, ComposeReasons.smoke(describe(v)));
@@ -168,6 +173,9 @@ export function parseVerifier(value: unknown, scope: VerifierScope): VerifierPla
       ),
     );
     ok = false;
+  }
+  if (verifier.services === false && verifier.egress === "mirrors") {
+    refuse("services", ComposeReasons.verifierServicesEgress);
   }
   if (scope.agentUser !== undefined && sameUser(scope.agentUser, verifier.user)) {
     refuse("user", ComposeReasons.verifierSameUser(verifier.user));

@@ -185,6 +185,22 @@ describe("x-denv", () => {
     expect(refused("{reward: 1}")).toEqual([top("x-denv.verifier.smoke", R.smoke("a mapping"))]);
   });
 
+  it("reads x-denv.verifier.services: false (the fork's files only); refuses anything else, and with egress: mirrors", () => {
+    const services = (v: string) =>
+      accept(`${base}x-denv: {verifier: {image: v, command: [x], services: ${v}}}\n`).verifier?.services;
+    expect(services("false")).toBe(false);
+    expect(services("true")).toBeUndefined();
+    expect(
+      accept(`${base}x-denv: {verifier: {image: v, command: [x]}}\n`).verifier?.services,
+    ).toBeUndefined();
+    expect(refusals(`${base}x-denv: {verifier: {image: v, command: [x], services: none}}\n`)).toEqual([
+      top("x-denv.verifier.services", R.verifierServices('the string "none"')),
+    ]);
+    expect(
+      refusals(`${base}x-denv: {verifier: {image: v, command: [x], services: false, egress: mirrors}}\n`),
+    ).toEqual([top("x-denv.verifier.services", R.verifierServicesEgress)]);
+  });
+
   it("refuses a verifier that shares the agent's uid, or reaches outside", () => {
     expect(
       refusals(`${base}x-denv:

@@ -163,6 +163,10 @@ export const ComposeReasons = {
   agentSandbox: (value: string) => `'${value}' is not an agent sandbox: use gvisor`,
   verifierEgress: (value: string) =>
     `'${value}' is not a verifier egress policy: use deny, or mirrors (the host's package mirrors, through denvd's proxy)`,
+  verifierServices: (value: string) =>
+    `expected true, or false (the verifier reads the fork's files and needs none of its services), got ${value}`,
+  verifierServicesEgress:
+    "services: false gives the verifier no network, and egress: mirrors needs it: drop one of them",
   smoke: (value: string) =>
     `expected true, or a mapping with expect (the reward an untouched deploy must get), got ${value}`,
   verifierSameUser: (user: string) =>

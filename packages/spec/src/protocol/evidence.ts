@@ -250,8 +250,11 @@ export const PhaseEvidence = {
   thaw: z.object({ frozen_ms: Ms }),
   record: z.object({ version: z.string(), method: z.string(), sizes: VersionSizes, timings: VersionTimings }),
   "stop agent": AgentStopped,
-  /** The fork the verifier grades on. */
-  fork: z.object({ environment: z.string() }),
+  /**
+   * The fork the verifier grades on; `services` "not started" with x-denv.verifier.services:
+   * false (its files only; the verifier has no network).
+   */
+  fork: z.object({ environment: z.string(), services: z.enum(["started", "not started"]).optional() }),
   "run verifier": VerifierEvidence,
   /** The main reward; null when the verifier wrote none. */
   collect: z.object({ reward: z.number().nullable() }),
