@@ -19,9 +19,10 @@ from hud.eval import RuntimeConfig, Task
 from denv.hud import DenvSandbox
 
 ANSWERS = json.loads(Path("examples/quickstart/tests/expected.json").read_text())["users"]
-TOTAL = (
-    "import json, sys, urllib.request as u; "
-    "print(json.load(u.urlopen('http://127.0.0.1:8080/total?user=' + sys.argv[1]))['total_cents'])"
+# Run in the sandbox: each user's total, as the shop's API reports it, one JSON object.
+TOTALS = (
+    "import json, sys, urllib.request as u; url = 'http://127.0.0.1:8080/total?user='; "
+    "print(json.dumps({n: json.load(u.urlopen(url + n))['total_cents'] for n in sys.argv[1:]}))"
 )
 
 
@@ -36,11 +37,9 @@ def quickstart(sandbox: DenvSandbox) -> hud.Environment:
     @env.template()
     async def totals_are_right() -> AsyncGenerator[Any, Any]:
         yield "grade the shop's totals"
-        wrong = []
-        for user, answer in ANSWERS.items():
-            got = await sandbox.exec(["python3", "-c", TOTAL, user])
-            if got.stdout_text.strip() != str(answer["total_cents"]):
-                wrong.append(user)
+        got = await sandbox.exec(["python3", "-c", TOTALS, *ANSWERS])
+        totals = json.loads(got.stdout_text) if got.ok else {}
+        wrong = [u for u, answer in ANSWERS.items() if totals.get(u) != answer["total_cents"]]
         yield {"score": 0.0 if wrong else 1.0, "info": {"wrong": wrong, "fork": sandbox.id}}
 
     return env

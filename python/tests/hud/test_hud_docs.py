@@ -33,7 +33,7 @@ def test_the_blogs_environment_is_the_module_the_live_test_runs() -> None:
 def test_the_blogs_run_is_what_the_live_test_runs() -> None:
     block = blog_block("python", "from hud.agents import create_agent")
     compile(block, str(BLOG), "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
-    live = (HERE / "test_hud_live.py").read_text()
+    live = (HERE / "test_hud_eval_live.py").read_text()
     assert 'runtime = DenvRuntime(quickstart, project="quickstart")' in block
     assert 'Taskset("quickstart", [FIX_TOTALS]).run(' in block
     assert "from quickstart_env import FIX_TOTALS, quickstart" in live

@@ -1,4 +1,4 @@
-"""HUD on denv, live: tests/hud/test_hud_live.py run in python/.venv-hud against this stack.
+"""HUD on denv, live: tests/hud/test_hud_eval_live.py run in python/.venv-hud against this stack.
 
 HUD cannot share this venv with verifiers (mcp < 2 against mcp == 2.0.0), so the quickstart is
 deployed here (as the other integration tests deploy it) and HUD's own runner runs in HUD's
