@@ -7,7 +7,7 @@ import { cleanEnv, type Proc, pingEngine, startProc, waitUntil } from "./fixture
 const sh = promisify(execFile);
 
 /** Where one host of the hosts fixture lives: its namespace, its link to the bridge, its folders. */
-export interface EngineHost {
+interface EngineHost {
   netns: string;
   /** The bridge's end of the host's veth pair. */
   veth: string;

@@ -21,7 +21,6 @@ export {
   choose,
   describeNeed,
   type Overcommit,
-  type Placement,
 } from "./choose.js";
 export { HOLDING, reservationOf } from "./reservations.js";
 
