@@ -200,7 +200,9 @@ export class Runtime {
       };
       return undoable(ctx.log, async (undo) =>
         hostEnvironment(
-          await materialize(ctx, base, version, undo, opts.onPhase ?? noPhases, { start: opts.start ?? true }),
+          await materialize(ctx, base, version, undo, opts.onPhase ?? noPhases, {
+            start: opts.start ?? true,
+          }),
         ),
       );
     });
