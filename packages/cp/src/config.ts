@@ -86,6 +86,13 @@ export const CpConfig = z.object({
   credentialKeysPrevious: CommaList.pipe(z.array(CredentialKey)).default([]),
   /** How often provisioned targets are reconciled with their provider's machines. */
   provisionIntervalMs: NumberSetting(100).default(60_000),
+  /**
+   * How long a provisioned machine has to boot and join (its join token lives as long): one that
+   * has not joined by then is deleted at the provider and marked failed.
+   */
+  provisionJoinTimeoutMs: NumberSetting(100)
+    .max(24 * 3600 * 1000)
+    .default(1_200_000),
   /** The GitHub App (push-to-deploy): its id, its private key (PEM file) and its webhook secret. */
   githubAppId: z.coerce.number().int().positive().optional(),
   githubPrivateKeyFile: z.string().min(1).optional(),
@@ -147,6 +154,11 @@ export const SETTINGS: ReadonlyArray<{
     secret: true,
   },
   { key: "provisionIntervalMs", flag: "--provision-interval-ms", env: "DENV_CP_PROVISION_INTERVAL_MS" },
+  {
+    key: "provisionJoinTimeoutMs",
+    flag: "--provision-join-timeout-ms",
+    env: "DENV_CP_PROVISION_JOIN_TIMEOUT_MS",
+  },
   { key: "githubAppId", flag: "--github-app-id", env: "DENV_CP_GITHUB_APP_ID" },
   { key: "githubPrivateKeyFile", flag: "--github-private-key-file", env: "DENV_CP_GITHUB_PRIVATE_KEY_FILE" },
   {

@@ -95,12 +95,16 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
     cpId: await readCpId(join(config.dataDir, "cp-id")),
     publicUrl: () => services.publicUrl,
     mintJoinToken: async (target) => {
-      const jt = await targets.mintJoinToken(target, { uses: 1, ttl_sec: 3600 });
+      const jt = await targets.mintJoinToken(target, {
+        uses: 1,
+        ttl_sec: Math.ceil(config.provisionJoinTimeoutMs / 1000),
+      });
       return { id: jt.id, secret: jt.token ?? "" };
     },
     revokeJoinToken: async (target, id) =>
       void (await store.revokeJoinToken(target, id, new Date().toISOString())),
     removeHost: async (id) => void (await hosts.remove(PROVISIONER, id, true)),
+    joinTimeoutMs: config.provisionJoinTimeoutMs,
   };
   const drivers = new TargetDrivers()
     .register(new DenvdDriver("hosts", hub))

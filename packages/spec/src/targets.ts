@@ -265,6 +265,9 @@ export const TargetMessages = {
     `no host in target '${target}' takes this environment yet: machine ${machine} is being created for it and joins when it has booted; deploy again once denv targets machines ${target} shows it joined`,
   reconcileFailed: (target: string, why: string) =>
     `target ${target} was not reconciled with its provider: ${why}`,
+  /** A provisioned machine that did not join within the cp's --provision-join-timeout-ms: deleted. */
+  notJoined: (within: string) =>
+    `did not join within ${within} of its creation (a failed boot or cloud-init, or its join token used elsewhere): deleted`,
   /** Removing a provisioned target whose provider could not list or delete its machines (the target is kept). */
   removeFailed: (target: string, why: string) =>
     `target ${target} was not removed: its provider could not list or delete its machines: ${why}`,

@@ -14,7 +14,7 @@ import { TARGET_SETTINGS, TargetMessages } from "@denv/spec";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Log } from "../log.js";
 import { FakeHost } from "../testing/fake-host.js";
-import { startTestCp, type TestCp } from "../testing/harness.js";
+import { startTestCp, type TestCp, waitFor } from "../testing/harness.js";
 import { MotoServer } from "../testing/moto-server.js";
 
 /**
@@ -362,3 +362,59 @@ function tarOf(files: Record<string, string>): Buffer {
   execFileSync("rm", ["-rf", dir]);
   return out;
 }
+
+describe("a provisioned machine that never joins", () => {
+  let t: TestCp;
+  let moto: MotoServer;
+  let ec2: EC2Client;
+  beforeAll(async () => {
+    moto = await new MotoServer().start();
+    ec2 = moto.ec2(REGION);
+    t = await startTestCp({ provisionIntervalMs: 3_600_000, provisionJoinTimeoutMs: 1500 });
+  });
+  afterAll(async () => {
+    ec2?.destroy();
+    await t?.close();
+    await moto?.close();
+  });
+
+  it("is deleted once its join timeout passed, its token revoked, and the minimum made again", async () => {
+    const r = await t.admin.post("/v1/targets", {
+      name: "stuck",
+      kind: "aws",
+      settings: { region: REGION, image: AMI, endpoint: moto.url, min_machines: 1 },
+      credentials: { access_key_id: KEY_ID, secret_access_key: SECRET },
+    });
+    expect(r.status).toBe(201);
+    const machines = async () =>
+      (await t.admin.get("/v1/targets/stuck/machines")).body.machines as Array<{
+        id: string;
+        status: string;
+        provider_id?: string;
+        error?: string;
+      }>;
+    const first = await waitFor(async () => (await machines()).find((m) => m.status === "running"));
+    // Its token lives as long as the timeout: the one join it allows cannot come later.
+    const jt = (await t.admin.get("/v1/targets/stuck/join-tokens")).body.join_tokens[0];
+    const ttlMs = Date.parse(jt.expires_at) - Date.parse(jt.created_at);
+    expect(ttlMs).toBeGreaterThanOrEqual(1500);
+    expect(ttlMs).toBeLessThanOrEqual(2500);
+    // Within the timeout the reconcile waits for it; the machine holds the target's one slot.
+    const early = await t.admin.post("/v1/targets/stuck/reconcile");
+    expect(early.status).toBe(204);
+    expect((await machines()).find((m) => m.id === first.id)?.status).toBe("running");
+    await new Promise((r) => setTimeout(r, 1600));
+    expect((await t.admin.post("/v1/targets/stuck/reconcile")).status).toBe(204);
+    const after = await machines();
+    expect(after.find((m) => m.id === first.id)).toMatchObject({
+      status: "deleted",
+      error: TargetMessages.notJoined("1.5 s"),
+    });
+    const state = await ec2.send(new DescribeInstancesCommand({ InstanceIds: [first.provider_id ?? ""] }));
+    expect(state.Reservations?.[0]?.Instances?.[0]?.State?.Name).toBe("terminated");
+    expect((await t.admin.get("/v1/targets/stuck/join-tokens")).body.join_tokens[0]?.revoked_at).toBeTruthy();
+    // min_machines=1: a new machine replaces it.
+    expect(after.filter((m) => m.status === "running" && m.id !== first.id)).toHaveLength(1);
+    expect((await t.admin.del("/v1/targets/stuck?force=true")).status).toBe(204);
+  });
+});

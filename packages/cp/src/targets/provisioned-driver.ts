@@ -22,6 +22,8 @@ export interface ProvisionDeps {
   revokeJoinToken(target: string, id: string): Promise<void>;
   /** Removes a host row whose machine is gone (its environments are marked failed). */
   removeHost(hostId: string): Promise<void>;
+  /** How long a new machine has to join (its join token lives as long); then it is deleted. */
+  joinTimeoutMs: number;
 }
 
 /** One machine as the provider lists it. */
@@ -180,6 +182,18 @@ export abstract class ProvisionedDriver extends DenvdDriver implements TargetDri
       }
     }
 
+    // A machine that did not join in time never will (its token has expired): a bad image, a
+    // cloud-init that failed, a copy of its token used by another host. It would cost money and
+    // hold the target's "being created" slot forever, so it goes, and the minimum is made again.
+    for (const m of (await store.listMachines(target.name)).filter(
+      (x) => x.status === "running" || x.status === "creating",
+    )) {
+      if (Date.now() - Date.parse(m.createdAt) < this.deps.joinTimeoutMs) continue;
+      const why = TargetMessages.notJoined(duration(this.deps.joinTimeoutMs));
+      if (m.joinTokenId) await this.deps.revokeJoinToken(target.name, m.joinTokenId);
+      await this.deleteMachine(target, api, m, why);
+    }
+
     // Idle shutdown: a joined machine whose host held no environment for idle_shutdown_minutes.
     active = (await store.listMachines(target.name)).filter((x) => ACTIVE.has(x.status));
     let count = active.length;
@@ -287,6 +301,11 @@ export abstract class ProvisionedDriver extends DenvdDriver implements TargetDri
     );
     return next;
   }
+}
+
+/** 20 minutes, 1.5 s: how the join timeout reads in a machine's error. */
+export function duration(ms: number): string {
+  return ms >= 60_000 && ms % 60_000 === 0 ? `${ms / 60_000} minutes` : `${ms / 1000} s`;
 }
 
 function machineSettings(t: TargetRecord): MachineSettings {
