@@ -304,7 +304,7 @@ export abstract class ProvisionedDriver extends DenvdDriver implements TargetDri
 }
 
 /** 20 minutes, 1.5 s: how the join timeout reads in a machine's error. */
-export function duration(ms: number): string {
+function duration(ms: number): string {
   return ms >= 60_000 && ms % 60_000 === 0 ? `${ms / 60_000} minutes` : `${ms / 1000} s`;
 }
 
