@@ -41,7 +41,11 @@ if (verb === "join") {
   console.log("joined");
 } else if (verb === "run") {
   console.log("running with " + args.join(" "));
-  if (process.env.STUB_IGNORE_TERM) process.on("SIGTERM", () => console.log("ignoring SIGTERM"));
+  if (process.env.STUB_IGNORE_TERM) {
+    process.on("SIGTERM", () => console.log("ignoring SIGTERM"));
+    // Said once the handler is in: a SIGTERM before it would kill the stub (node's default).
+    writeFileSync(flag("--state-dir") + "/ignoring-term", "");
+  }
   setInterval(() => {}, 1000);
 } else process.exit(2);
 `,
@@ -159,6 +163,11 @@ describe("denv up and down", () => {
     expect(up.status, up.stderr).toBe(0);
     const { pids } = oneJson(up.stdout) as { pids: { cp: number; denvd: number } };
     started.push(pids.cp, pids.denvd);
+    // On a loaded machine the stub may not have installed its handler yet when up returns (the CI
+    // run of fe89ca9 saw it die of the SIGTERM, 'stopped' instead of 'killed').
+    const marker = path.join(data, "denvd", "ignoring-term");
+    for (let i = 0; i < 200 && !existsSync(marker); i++) await new Promise((r) => setTimeout(r, 25));
+    expect(existsSync(marker)).toBe(true);
     const down = await denv(["down", "--data-dir", data, "--grace", "0.3"], { env });
     expect(down.status).toBe(0);
     expect(down.stderr).toContain(`denvd (pid ${pids.denvd}) killed`);
