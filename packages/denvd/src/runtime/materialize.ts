@@ -128,7 +128,7 @@ export async function materialize(
   if (!opts.start) {
     // Nothing will run in it to use the agent's mirror proxy (x-denv.egress: mirrors).
     await egress?.close();
-    return notStarted(ctx, rec, { t0, tNetwork, firewallMs, ...made }, undo);
+    return notStarted(ctx, rec, from, { t0, tNetwork, firewallMs, ...made }, undo);
   }
 
   phase.start("start");
@@ -160,10 +160,7 @@ export async function materialize(
     phase.end("probe", probe);
   }
   const evidence: EnvironmentEvidence = {
-    placement: { host: ctx.hostId, reason: "the host this runtime drives" },
-    network: { name: network.name, subnet: network.subnet, internal: egressDenied },
-    volumes: { method: ctx.store.method, from: from?.id ?? null },
-    images: Object.fromEntries(Object.entries(base.images).map(([k, v]) => [k, v.imageId])),
+    ...standingEvidence(ctx, rec, from),
     timings: {
       create_ms: tCreated - t0,
       start_ms: tStarted - tCreated,
@@ -179,11 +176,6 @@ export async function materialize(
     },
     probe: probe ?? { skipped: "egress allowed (service project)" },
     disk: disk.evidence,
-    caps: {
-      memory_bytes: plan.services.reduce((n, svc) => n + svc.resources.memoryBytes, 0),
-      cpus: plan.services.reduce((n, svc) => n + svc.resources.cpus, 0),
-      pids: plan.services.reduce((n, svc) => n + svc.resources.pids, 0),
-    },
     ...(agentEvidence ? { agent: agentEvidence } : {}),
     egress: {
       mode: plan.egress,
@@ -204,6 +196,22 @@ export async function materialize(
   return rec;
 }
 
+/** What an environment's evidence says of where it stands and what it holds, started or not. */
+function standingEvidence(ctx: HostContext, rec: EnvironmentRecord, from: VersionRecord | undefined) {
+  const { plan } = rec;
+  return {
+    placement: { host: ctx.hostId, reason: "the host this runtime drives" },
+    network: { name: rec.network.name, subnet: rec.network.subnet, internal: plan.egress !== "allow" },
+    volumes: { method: ctx.store.method, from: from?.id ?? null },
+    images: Object.fromEntries(Object.entries(rec.images).map(([k, v]) => [k, v.imageId])),
+    caps: {
+      memory_bytes: plan.services.reduce((n, svc) => n + svc.resources.memoryBytes, 0),
+      cpus: plan.services.reduce((n, svc) => n + svc.resources.cpus, 0),
+      pids: plan.services.reduce((n, svc) => n + svc.resources.pids, 0),
+    },
+  };
+}
+
 /** Why a fork whose services were created and not started has no probe: nothing in it runs. */
 export const NOT_STARTED =
   "no service of this fork was started (x-denv.verifier.services: false): nothing in it runs, and the verifier has no network";
@@ -216,16 +224,14 @@ export const NOT_STARTED =
 async function notStarted(
   ctx: HostContext,
   rec: EnvironmentRecord,
+  from: VersionRecord | undefined,
   t: { t0: number; tNetwork: number; firewallMs: number; volumesMs: number; containersMs: number },
   undo: Undo,
 ): Promise<EnvironmentRecord> {
   const { plan } = rec;
   rec.status = "stopped";
   rec.evidence = {
-    placement: { host: ctx.hostId, reason: "the host this runtime drives" },
-    network: { name: rec.network.name, subnet: rec.network.subnet, internal: plan.egress !== "allow" },
-    volumes: { method: ctx.store.method, from: rec.parentVersion ?? null },
-    images: Object.fromEntries(Object.entries(rec.images).map(([k, v]) => [k, v.imageId])),
+    ...standingEvidence(ctx, rec, from),
     timings: {
       create_ms: Date.now() - t.t0,
       start_ms: 0,
@@ -238,11 +244,6 @@ async function notStarted(
       containers_ms: t.containersMs,
     },
     probe: { skipped: NOT_STARTED },
-    caps: {
-      memory_bytes: plan.services.reduce((n, svc) => n + svc.resources.memoryBytes, 0),
-      cpus: plan.services.reduce((n, svc) => n + svc.resources.cpus, 0),
-      pids: plan.services.reduce((n, svc) => n + svc.resources.pids, 0),
-    },
     egress: { mode: plan.egress },
   };
   await ctx.records.putEnvironment(rec);
