@@ -1,7 +1,8 @@
 import { spawn } from "node:child_process";
 import { once } from "node:events";
 import { describe, expect, it } from "vitest";
-import { hasNetworkNamespace, parseRouteTable, removeDefaultRoute } from "./netns.js";
+import { hasNetworkNamespace, parseRouteTable, removeDefaultRoute, routes } from "./netns.js";
+import { run } from "./run.js";
 
 describe("parseRouteTable", () => {
   it("reads /proc/PID/net/route as `ip route show` prints the main table", () => {
@@ -30,5 +31,33 @@ describe("removeDefaultRoute", () => {
     // Reaped: the pid no longer exists.
     expect(await hasNetworkNamespace(pid)).toBe(false);
     expect(await removeDefaultRoute(pid)).toBe("exited");
+  });
+});
+
+describe("removeDefaultRoute, twice at once", () => {
+  it("both succeed when the other took the route first (the restart watch races a start)", async () => {
+    // A namespace of the test's own, with a veth pair inside it and a default route through it.
+    const holder = spawn("unshare", ["-n", "sleep", "60"], { stdio: "ignore" });
+    try {
+      const pid = holder.pid as number;
+      await new Promise((r) => setTimeout(r, 100));
+      const inNs = (...args: string[]) => run("nsenter", ["-t", String(pid), "-n", "ip", ...args]);
+      for (const args of [
+        ["link", "add", "v0", "type", "veth", "peer", "name", "v1"],
+        ["link", "set", "v0", "up"],
+        ["link", "set", "v1", "up"],
+        ["addr", "add", "10.251.0.2/24", "dev", "v0"],
+      ]) {
+        expect((await inNs(...args)).code).toBe(0);
+      }
+      for (let i = 0; i < 5; i++) {
+        expect((await inNs("route", "add", "default", "via", "10.251.0.1")).code).toBe(0);
+        const both = await Promise.all([removeDefaultRoute(pid), removeDefaultRoute(pid)]);
+        expect(both).toEqual(["removed", "removed"]);
+        expect((await routes(pid)).some((r) => r.dst === "default")).toBe(false);
+      }
+    } finally {
+      holder.kill("SIGKILL");
+    }
   });
 });

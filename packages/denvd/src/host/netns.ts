@@ -61,7 +61,9 @@ export type RouteRemoval = "removed" | "absent" | "exited";
 /**
  * Takes the default route out of the network namespace of `pid`. A process that exits while
  * this runs (a one-shot service, before the engine has noticed) took its namespace with it:
- * that is "exited", not an error. A deletion the kernel refuses is an error.
+ * that is "exited", not an error. A deletion that fails is an error only if a default route is
+ * still there afterwards: the restart watch removes the same route when the engine reports the
+ * start, and the second deletion then finds none ("No such process").
  */
 export async function removeDefaultRoute(pid: number): Promise<RouteRemoval> {
   try {
@@ -69,7 +71,9 @@ export async function removeDefaultRoute(pid: number): Promise<RouteRemoval> {
     for (const route of await routes(pid)) {
       if (route.dst !== "default") continue;
       const r = await run("nsenter", ["-t", String(pid), "-n", "ip", "route", "del", "default"]);
-      if (r.code !== 0) throw new Error(`cannot remove the default route of pid ${pid}: ${r.stderr.trim()}`);
+      if (r.code !== 0 && (await routes(pid)).some((x) => x.dst === "default")) {
+        throw new Error(`cannot remove the default route of pid ${pid}: ${r.stderr.trim()}`);
+      }
       removed = true;
     }
     return removed ? "removed" : "absent";
