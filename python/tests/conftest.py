@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +27,36 @@ except ImportError:
 QUICKSTART_COMPOSE = REPO / "examples" / "quickstart" / "compose.yaml"
 # The pytest of the venv HUD is installed in (scripts/setup-python).
 HUD_PYTEST = REPO / "python" / ".venv-hud" / "bin" / "pytest"
+
+
+def run_hud_pytest(marker: str, extra_env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """Runs python/tests/hud with HUD's venv (it cannot share this one: mcp < 2 vs mcp == 2.0.0).
+
+    Args:
+        marker: The ``-m`` expression (``integration`` or ``not integration``).
+        extra_env: Variables added to this process's environment, without its DENV_ and HUD_ ones.
+
+    Returns:
+        The finished pytest run, its output captured.
+    """
+    assert HUD_PYTEST.is_file(), f"{HUD_PYTEST} is missing: run scripts/setup-python"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DENV_", "HUD_"))}
+    env.update(extra_env)
+    argv = [
+        str(HUD_PYTEST),
+        "python/tests/hud",
+        "-m",
+        marker,
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-rfE",
+    ]
+    return subprocess.run(
+        argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=False
+    )
+
+
 INTEGRATION_VARS = ("DENV_TEST_URL", "DENV_TEST_TOKEN")
 
 # The commands the docs show, as the integration tests run them (from the repository root).

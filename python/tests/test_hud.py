@@ -7,32 +7,11 @@ collect (conftest.py), and run here with HUD's venv, against the fake control pl
 
 from __future__ import annotations
 
-import os
-import subprocess
-
-from conftest import HUD_PYTEST, REPO
+from conftest import run_hud_pytest
 
 
 def test_denv_hud_unit_tests_pass_in_huds_venv() -> None:
-    assert HUD_PYTEST.is_file(), f"{HUD_PYTEST} is missing: run scripts/setup-python"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DENV_", "HUD_"))}
-    run = subprocess.run(
-        [
-            str(HUD_PYTEST),
-            "python/tests/hud",
-            "-m",
-            "not integration",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-        ],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    run = run_hud_pytest("not integration", {})
     assert run.returncode == 0, run.stdout[-5000:] + run.stderr[-3000:]
     assert " passed" in run.stdout
     assert "skipped" not in run.stdout and "failed" not in run.stdout
