@@ -86,7 +86,7 @@ describe("denv deploy", () => {
     expect(json.stderr).toContain("    | build: done\n");
   });
 
-  it("sends the file's x-denv.placement labels with --placement over them", async () => {
+  it("sends the file's x-denv.placement labels with --placement over them, and --target", async () => {
     const dir = projectFolder("quickstart", {
       "compose.yaml": "services: {main: {image: alpine}}\nx-denv: {placement: {gpu: t4, zone: eu}}\n",
     });
@@ -99,6 +99,10 @@ describe("denv deploy", () => {
     );
     expect(plain.status, plain.stderr).toBe(0);
     expect(fake.state.lastPlacement).toBeUndefined();
+    expect(fake.state.lastTarget).toBeUndefined();
+    const onCloud = await denv(["deploy", dir, "--target", "cloud"], { env });
+    expect(onCloud.status, onCloud.stderr).toBe(0);
+    expect(fake.state.lastTarget).toBe("cloud");
     const bad = await denv(["deploy", dir, "--placement", "gpu"], { env });
     expect(bad.status).toBe(2);
     expect(bad.stderr).toContain("--placement takes K=V (no commas), not 'gpu'");

@@ -145,6 +145,8 @@ export class DenvClient extends DenvReadClient {
       environment?: string;
       /** Placement labels the host must carry (over the file's x-denv.placement). */
       placement?: Record<string, string>;
+      /** The target whose hosts may take it (default: the control plane's, `local`). */
+      target?: string;
     } = {},
   ): Promise<Deployment> {
     const path = `/v1/projects/${enc(project)}/deploy`;
@@ -152,6 +154,7 @@ export class DenvClient extends DenvReadClient {
     const query = {
       environment: options.environment,
       placement: labels.length ? labels.join(",") : undefined,
+      target: options.target,
     };
     const init =
       "tar" in source

@@ -14,7 +14,7 @@ import { DEPLOYMENT_FLAGS, dashboardUrl, runDeployment } from "../progress.js";
 export const deploy: CommandSpec = {
   name: "deploy",
   summary: "deploy a project folder (or a git ref) to an environment and follow its phases",
-  args: "[DIR] [--project PROJECT] [--env ENV] [--ref GIT_REF] [--placement K=V]... [--no-wait] [--verbose]",
+  args: "[DIR] [--project PROJECT] [--env ENV] [--target TARGET] [--ref GIT_REF] [--placement K=V]... [--no-wait] [--verbose]",
   description: `
 Packs DIR (default: the current folder) as a gzip-compressed tar and streams it to the control
 plane, which streams it to the host that builds it; then shows each phase as it runs on stderr
@@ -23,7 +23,7 @@ and prints the deployment. .git and node_modules are left out, and so is what th
 With --ref, nothing is uploaded: a project created with --repo (or connected with
 denv projects connect-github) deploys that git ref, which the host that builds fetches itself.
 
-The host is one of the target's carrying the placement labels: the x-denv.placement labels of
+The host is one of the target's (--target, default local) carrying the placement labels: the x-denv.placement labels of
 DIR's compose file, with --placement K=V over them (see docs/reference/targets.md#placement).
 
 The project is --project, else DENV_PROJECT, else the config file's project, else DIR's name.
@@ -34,6 +34,11 @@ Exits 1 when the deployment fails (the environment stays on its previous version
       type: "string",
       value: "GIT_REF",
       description: "deploy this git ref of the project's repository instead of a folder",
+    },
+    target: {
+      type: "string",
+      value: "TARGET",
+      description: "the target whose hosts may take it (default local; see denv targets ls)",
     },
     placement: {
       type: "string",
@@ -54,6 +59,7 @@ Exits 1 when the deployment fails (the environment stays on its previous version
       throw ctx.usage(`'${path.basename(dir)}' is not a project name; pass --project PROJECT`);
     }
     const environment = ctx.string("env") ?? "alpha";
+    const target = ctx.string("target");
     const placement: Record<string, string> = ref === undefined ? filePlacement(dir, ctx.io.env) : {};
     for (const kv of ctx.strings("placement")) {
       const [k, v] = kv.split(/=(.*)/s, 2);
@@ -71,7 +77,7 @@ Exits 1 when the deployment fails (the environment stays on its previous version
       async (client) => {
         if (ref !== undefined) {
           ctx.progress(`deploying ${project}@${ref} to ${project}/${environment}`);
-          return await client.deploy(project, { gitRef: ref }, { environment, placement });
+          return await client.deploy(project, { gitRef: ref }, { environment, placement, target });
         }
         ctx.progress(`uploading ${dir} to ${project}/${environment}`);
         const skipped: string[] = [];
@@ -89,7 +95,7 @@ Exits 1 when the deployment fails (the environment stays on its previous version
               live.update(`uploading ${formatBytes(total)}`);
             }),
           );
-        const started = await client.deploy(project, { tar }, { environment, placement });
+        const started = await client.deploy(project, { tar }, { environment, placement, target });
         live.clear();
         if (live.enabled) ctx.progress(`uploaded ${formatBytes(sent)}`);
         for (const rel of skipped) ctx.progress(`  left out ${rel}: not a file, folder or symlink`);

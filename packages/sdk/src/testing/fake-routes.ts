@@ -102,6 +102,7 @@ export function routes(state: FakeState, filesRoot: string): Route[] {
       state.project(project);
       const envName = ctx.url.searchParams.get("environment") ?? "alpha";
       state.lastPlacement = ctx.url.searchParams.get("placement") ?? undefined;
+      state.lastTarget = ctx.url.searchParams.get("target") ?? undefined;
       if ((ctx.req.headers["content-type"] ?? "").startsWith("application/json")) {
         const body = await readJson(ctx.req);
         if (typeof body.git_ref !== "string") throw new DenvError("invalid_request", "git_ref is missing");

@@ -65,6 +65,8 @@ export class FakeState {
   lastUpload: string[] = [];
   /** The ?placement= of the last deploy. */
   lastPlacement: string | undefined;
+  /** The `target` query of the last deploy. */
+  lastTarget: string | undefined;
   phaseDelayMs: number;
   /** Whether the log route numbers its events (SSE id) and honours Last-Event-ID. */
   sseIds = true;
