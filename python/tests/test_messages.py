@@ -79,3 +79,8 @@ def test_harbor_task_messages() -> None:
 def test_verifiers_host_shell() -> None:
     got = messages.verifiers_host_shell("bash")
     assert got == render(ts_template("hostShell"), harness="bash")
+
+
+def test_trl_environment_type() -> None:
+    got = messages.trl_environment_type("docker")
+    assert got == render(ts_template("environmentType"), value="docker")

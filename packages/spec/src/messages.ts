@@ -9,6 +9,7 @@
 export * from "./messages/compose.js";
 export * from "./messages/control-plane.js";
 export * from "./messages/host.js";
+export * from "./messages/karotte.js";
 
 export const Protection = {
   /** 1. The agent is never root. */
@@ -104,4 +105,10 @@ export const HarborTaskMessages = {
 export const VerifiersMessages = {
   hostShell: (harness: string) =>
     `refused: harness '${harness}' would run the model's commands in verifiers' subprocess runtime, on the machine running the rollouts, outside the denv sandbox; the agent acts only in its sandbox (protection 1): keep the default harness (null) or give it a container runtime (--env.agent.runtime.type docker)`,
+} as const;
+
+/** denv.trl (Python): TRL's Harbor environments on denv. */
+export const TrlMessages = {
+  environmentType: (value: string) =>
+    `refused: environment_type '${value}' is a Harbor backend name; denv.trl runs each rollout on a Harbor environment given by import path: environment_type="denv.harbor:DenvEnvironment"`,
 } as const;

@@ -170,3 +170,22 @@ def verifiers_host_shell(harness: str) -> str:
         "only in its sandbox (protection 1): keep the default harness (null) or give it a "
         "container runtime (--env.agent.runtime.type docker)"
     )
+
+
+def trl_environment_type(value: str) -> str:
+    """``denv.trl``: ``environment_type`` names a Harbor backend instead of an import path.
+
+    ``TrlMessages.environmentType`` in messages.ts.
+
+    Args:
+        value: The ``environment_type`` given.
+
+    Returns:
+        The exact message.
+    """
+    return (
+        f"refused: environment_type '{value}' is a Harbor backend name; denv.trl runs each "
+        "rollout on a Harbor environment given by import path: "
+        'environment_type="denv.harbor:DenvEnvironment"'
+    )
+
