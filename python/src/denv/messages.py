@@ -189,3 +189,40 @@ def trl_environment_type(value: str) -> str:
         'environment_type="denv.harbor:DenvEnvironment"'
     )
 
+
+def karotte_missing_file(file: str) -> str:
+    """``denv import karotte``: a file the environment needs is missing (``KarotteMessages``).
+
+    Args:
+        file: The file, as the user named the environment folder.
+
+    Returns:
+        The exact message.
+    """
+    return f"{file}: missing; a Karotte environment needs it"
+
+
+def karotte_unsupported(file: str, key: str, reason: str) -> str:
+    """``denv import karotte``: a key of the environment denv cannot map (``KarotteMessages``).
+
+    Args:
+        file: The file that has the key.
+        key: The key, dotted.
+        reason: Why.
+
+    Returns:
+        The exact message.
+    """
+    return f"{file}: '{key}' cannot be mapped: {reason}"
+
+
+def karotte_not_empty(dir: str) -> str:
+    """``denv import karotte``: the folder to write holds something (``KarotteMessages``).
+
+    Args:
+        dir: The folder, as the user named it.
+
+    Returns:
+        The exact message.
+    """
+    return f"{dir} is not empty: write into a new or empty directory"

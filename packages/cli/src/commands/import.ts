@@ -22,30 +22,67 @@ export const HARBOR_IMPORTER = "denv.harbor._import";
 export const missingDenvPython = (python: string) =>
   `denv import harbor needs the denv Python package: ${python} cannot import ${HARBOR_IMPORTER}; install it ('pip install ./python' from a denv checkout) or set DENV_PYTHON to a Python that has it`;
 
+/** The module that maps a Karotte environment to a denv project (python/src/denv/karotte/_import.py). */
+export const KAROTTE_IMPORTER = "denv.karotte._import";
+
+/** What `python -m denv.karotte._import --json` prints. */
+export interface KarotteImportResult {
+  directory: string;
+  project: string;
+  workdir: string;
+  student_uid: number;
+  services: string[];
+  files: string[];
+  notes: string[];
+}
+
+export const missingKarottePython = (python: string) =>
+  `denv import karotte needs the denv Python package: ${python} cannot import ${KAROTTE_IMPORTER}; install it ('pip install ./python' from a denv checkout) or set DENV_PYTHON to a Python that has it`;
+
 /**
- * Runs the one Harbor task -> denv project mapping, denv.harbor's (the Harbor adapter's), with
- * DENV_PYTHON (default python3) in CWD. Its refusal (exit 2, 3 for a non-empty OUT: one line on
- * stderr) becomes the CLI's error.
+ * Runs a denv Python package importer module with DENV_PYTHON (default python3) in CWD. Its
+ * refusal (exit 2, 3 for a non-empty OUT: one line on stderr) becomes the CLI's error.
  */
-export function runHarborImporter(args: string[], io: { cwd: string; env: NodeJS.ProcessEnv }): ImportResult {
+function runImporter<T>(
+  module: string,
+  missing: (python: string) => string,
+  args: string[],
+  io: { cwd: string; env: NodeJS.ProcessEnv },
+): T {
   const python = io.env.DENV_PYTHON || "python3";
-  const run = spawnSync(python, ["-m", HARBOR_IMPORTER, "--json", ...args], {
+  const run = spawnSync(python, ["-m", module, "--json", ...args], {
     cwd: io.cwd,
     env: io.env,
     encoding: "utf8",
   });
   const stderr = (run.stderr ?? "").trim();
   if (run.error !== undefined || /No module named '?denv/.test(stderr)) {
-    throw new CliError("invalid_request", missingDenvPython(python));
+    throw new CliError("invalid_request", missing(python));
   }
   if (run.status === 2 || run.status === 3) {
     const line = stderr.split("\n").at(-1) ?? "";
     throw new CliError(run.status === 3 ? "conflict" : "invalid_request", line);
   }
   if (run.status !== 0) {
-    throw new CliError("internal", `${python} -m ${HARBOR_IMPORTER} failed (exit ${run.status}): ${stderr}`);
+    throw new CliError("internal", `${python} -m ${module} failed (exit ${run.status}): ${stderr}`);
   }
-  return JSON.parse(run.stdout) as ImportResult;
+  return JSON.parse(run.stdout) as T;
+}
+
+/**
+ * Runs the one Harbor task -> denv project mapping, denv.harbor's (the Harbor adapter's), with
+ * DENV_PYTHON (default python3) in CWD.
+ */
+export function runHarborImporter(args: string[], io: { cwd: string; env: NodeJS.ProcessEnv }): ImportResult {
+  return runImporter<ImportResult>(HARBOR_IMPORTER, missingDenvPython, args, io);
+}
+
+/** Runs the Karotte environment -> denv project mapping (denv.karotte) with DENV_PYTHON in CWD. */
+export function runKarotteImporter(
+  args: string[],
+  io: { cwd: string; env: NodeJS.ProcessEnv },
+): KarotteImportResult {
+  return runImporter<KarotteImportResult>(KAROTTE_IMPORTER, missingKarottePython, args, io);
 }
 
 /** `denv import harbor DIR`: a denv project folder from a Harbor task folder (no control plane). */
@@ -115,8 +152,63 @@ from a denv checkout).`,
   },
 };
 
+/** `denv import karotte DIR`: a denv project folder from a Karotte environment folder. */
+const karotte: CommandSpec = {
+  name: "import karotte",
+  summary: "write a denv project folder from a Karotte environment folder",
+  args: "DIR [--out OUT] [--project P]",
+  description: `
+Reads a Karotte environment (what 'karotte create-env' writes): DIR/pyproject.toml (the package
+'environment'), DIR/Containerfile (the run's one image; its ENV KAROTTE_DEMOTE_ID is the student's
+uid, KAROTTE_WORKDIR the student's folder) and DIR/src/environment, and writes OUT (default DIR-denv;
+missing or empty): DIR's files, compose.yaml with x-denv (service main: the image, where
+'karotte run --no-containerized' runs as root inside gVisor's kernel and demotes the student; egress
+deny; Karotte's default caps: 4 GiB, 2 CPUs, 4096 pids; verifier: the same image built again, root
+in its own container, which re-runs the task's Karotte judges over the run's /out) and
+denv-verifier/grade.py. What cannot be mapped (BuildKit-only Containerfile steps, CLI agents that
+need a model provider's network, a package not named 'environment') is refused in one line naming
+the file and the key. The mapping is the denv Python package's (denv.karotte): it runs with
+DENV_PYTHON (default python3), which needs the package ('pip install ./python' from a denv checkout).`,
+  flags: {
+    out: { type: "string", value: "OUT", description: "the project folder to write (default DIR-denv)" },
+    project: {
+      type: "string",
+      value: "P",
+      description: "the compose name, the project 'denv deploy OUT' uses (default: DIR's name)",
+    },
+  },
+  remote: false,
+  async run(ctx) {
+    const [dir = ""] = ctx.args(1, 1, "DIR");
+    const src = path.resolve(ctx.io.cwd, dir);
+    if (!isDir(src)) throw ctx.usage(`${dir} is not a folder`);
+    const outArg = ctx.string("out") ?? `${dir.replace(/\/+$/, "")}-denv`;
+    const project = ctx.string("project");
+    const r = runKarotteImporter(
+      [
+        ...(project === undefined ? [] : ["--project", project]),
+        "--",
+        dir.replace(/\/+$/, "") || "/",
+        outArg,
+      ],
+      ctx.io,
+    );
+    ctx.print(r, () =>
+      fields([
+        ["directory", r.directory],
+        ["project", r.project],
+        ["workdir", r.workdir],
+        ["student", String(r.student_uid)],
+        ["files", r.files.join(" ")],
+        ["next", `denv deploy ${outArg}`],
+      ]),
+    );
+    return 0;
+  },
+};
+
 export const importCmd: GroupSpec = {
   name: "import",
   summary: "import a task from another framework as a denv project folder",
-  subcommands: [harbor],
+  subcommands: [harbor, karotte],
 };

@@ -1,0 +1,140 @@
+import { createHash } from "node:crypto";
+import {
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { runnableLines } from "./doc-blocks.js";
+import { cli, type RunResult, repo, run, type Stack, startStack } from "./stack.js";
+
+/**
+ * Karotte on denv (docs/blog/karotte.md), one heavy run on one stack: the page's `karotte` blocks
+ * run as written. `denv import karotte` of examples/karotte-hello, its deploy (the image built
+ * once by denvd from Debian trixie and karotte 3.0.100's wheels, downloaded on the host by the
+ * page's `karotte-wheels` block into a cache keyed by that line), two forks where
+ * `karotte run --no-containerized` plays Karotte's fake model (`solve`, `idle`) at once, graded
+ * by `denv verify` with Karotte's own judges re-run on a fork (1.0 and 0.0), and Karotte's own
+ * sandbox check, `karotte check confinement`, in the environment.
+ */
+let stack: Stack;
+let work: string;
+
+/** The page's line with `denv` as the built CLI, in the work folder. */
+function shell(line: string): Promise<RunResult> {
+  const script = `denv() { node ${JSON.stringify(cli)} "$@"; }\n${line}`;
+  return run("bash", ["-c", script], stack.env, { timeoutMs: 900_000 });
+}
+
+async function runLines(lines: Array<{ line: string; code: number }>): Promise<string[]> {
+  const outputs: string[] = [];
+  for (const { line, code } of lines) {
+    const r = await shell(`cd ${JSON.stringify(work)}\n${line}`);
+    expect(r.code, `${line}\n${r.stdout}\n${r.stderr}`).toBe(code);
+    outputs.push(`${r.stdout}${r.stderr}`);
+  }
+  return outputs;
+}
+
+beforeAll(async () => {
+  const base = await run(path.join(repo, "deploy/base-image"), ["--tag", "debian:trixie-slim"], process.env, {
+    timeoutMs: 600_000,
+  });
+  if (base.code !== 0) throw new Error(`deploy/base-image failed: ${base.stderr}`);
+  // The wheels, once per download line (the page's, run with the repository venv's pip).
+  const [download] = runnableLines("blog/karotte.md", "karotte-wheels");
+  if (download === undefined) throw new Error("blog/karotte.md has no karotte-wheels block");
+  const key = createHash("sha256").update(download.line).digest("hex").slice(0, 16);
+  const cache = path.join(
+    process.env.XDG_CACHE_HOME ?? path.join(os.homedir(), ".cache"),
+    "denv/karotte-wheels",
+    key,
+  );
+  if (!existsSync(path.join(cache, ".complete"))) {
+    mkdirSync(cache, { recursive: true });
+    const env = { ...process.env, PATH: `${path.join(repo, "python/.venv/bin")}:${process.env.PATH}` };
+    const got = await run("bash", ["-c", `cd ${JSON.stringify(cache)} && ${download.line}`], env, {
+      timeoutMs: 600_000,
+    });
+    if (got.code !== 0) throw new Error(`pip download failed: ${got.stdout}\n${got.stderr}`);
+    writeFileSync(path.join(cache, ".complete"), "");
+  }
+  stack = await startStack();
+  work = mkdtempSync(path.join(os.tmpdir(), "denv-karotte-"));
+  mkdirSync(path.join(work, "examples"));
+  symlinkSync(path.join(repo, "examples/karotte-hello"), path.join(work, "examples/karotte-hello"));
+  cpSync(cache, path.join(work, "wheels"), { recursive: true });
+  rmSync(path.join(work, "wheels/.complete"));
+}, 1_200_000);
+
+afterAll(async () => {
+  await stack?.close();
+  if (work) rmSync(work, { recursive: true, force: true });
+}, 180_000);
+
+it("imports, deploys, runs karotte with its fake model in two forks, grades 1.0 and 0.0, and runs karotte's own check", async () => {
+  const lines = runnableLines("blog/karotte.md", "karotte");
+  // The blocks in page order: import + deploy (4), solved (3), idle (3), the check (2).
+  expect(lines.length).toBe(12);
+  const [importDeploy, solved, idle, check] = [
+    lines.slice(0, 4),
+    lines.slice(4, 7),
+    lines.slice(7, 10),
+    lines.slice(10),
+  ];
+
+  const deployed = await runLines(importDeploy);
+  expect(deployed[0]).toContain("project    karotte-hello");
+  const compose = readFileSync(path.join(work, "karotte-hello-denv/compose.yaml"), "utf8");
+  expect(compose).toContain("sandbox: gvisor");
+  expect(readFileSync(path.join(work, "karotte-hello-denv/denv-verifier/grade.py"), "utf8")).toBe(
+    readFileSync(path.join(repo, "python/src/denv/karotte/_grade.py"), "utf8"),
+  );
+
+  // The two episodes at once (each block in order): Karotte's run takes ~20 s under gVisor.
+  const [solvedOut, idleOut] = await Promise.all([runLines(solved), runLines(idle)]);
+  const [solvedRun = "", solvedVerify = ""] = solvedOut.slice(1);
+  const [idleRun = "", idleVerify = ""] = idleOut.slice(1);
+  // Karotte's own grading inside the run...
+  expect(solvedRun).toContain("Result: passed, 2/2 steps passed, final score 1.0");
+  expect(idleRun).toContain("Result: failed, 0/2 steps passed, final score 0.0");
+  // ...and denv's, on a fork, as another principal, with Karotte's judges.
+  expect(solvedVerify).toMatch(/^reward\s+1$/m);
+  expect(solvedVerify).toMatch(/^\s+step_2\s+1$/m);
+  expect(solvedVerify).toMatch(/^status\s+graded$/m);
+  expect(solvedVerify).toContain('step 2: score 1.0 {"answer": "7"');
+  expect(idleVerify).toMatch(/^reward\s+0$/m);
+  expect(idleVerify).toMatch(/^\s+step_1\s+0$/m);
+  expect(idleVerify).toContain("step 1: score 0.0");
+  // The student's command (`...; id -u`) ran demoted, never as root.
+  const uid = /stdout:\s*\n\s*(\d+)\s*\n/.exec(solvedRun)?.[1];
+  expect(uid).toBeDefined();
+  expect(Number(uid)).not.toBe(0);
+
+  const [confinement = "", answerKey = ""] = await runLines(check);
+  const report = JSON.parse(
+    confinement.slice(confinement.indexOf("{"), confinement.lastIndexOf("}") + 1),
+  ) as {
+    ok: boolean;
+    findings: Array<{ name: string; value: string; ok: boolean | null }>;
+  };
+  expect(report.ok).toBe(false);
+  expect(report.findings.filter((f) => f.ok === false).map((f) => f.name)).toEqual(["PID namespace"]);
+  const passed = report.findings.filter((f) => f.ok === true).map((f) => f.name);
+  expect(passed).toEqual(
+    expect.arrayContaining(["student uid", "memory limit", "processes limit", "session uid"]),
+  );
+  expect(report.findings.find((f) => f.name === "sandbox")?.value).toBe("gvisor");
+  expect(answerKey).toContain("Permission denied");
+
+  for (const name of ["solved", "idle"]) {
+    expect((await stack.denv(["env", "destroy", `karotte-hello/${name}`])).code).toBe(0);
+  }
+}, 1_500_000);
