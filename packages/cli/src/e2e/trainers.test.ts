@@ -24,23 +24,33 @@ const HELLO = "harbor-harbor-hello";
 
 let stack: Stack;
 let work: string;
+/** verifiers' compose runs build `vf-<run>-<service>` images; the ones this file adds go. */
+const vfImages = async () =>
+  (await run("docker", ["images", "--format", "{{.Repository}}"], process.env)).stdout
+    .split("\n")
+    .filter((n) => /^vf-[0-9a-f]{32}-/.test(n));
+let vfAtStart: string[] = [];
 
 beforeAll(async () => {
   const built = await run(path.join(repo, "deploy/tools-image"), ["--tag", IMAGE], process.env, {
     timeoutMs: 1_500_000,
   });
   if (built.code !== 0) throw new Error(`deploy/tools-image failed: ${built.stdout}\n${built.stderr}`);
+  vfAtStart = await vfImages();
   stack = await startStack();
   work = mkdtempSync(path.join(os.tmpdir(), "denv-trainers-"));
 }, 1_800_000);
 
 afterAll(async () => {
   await stack?.close();
+  for (const image of await vfImages()) {
+    if (!vfAtStart.includes(image)) await run("docker", ["rmi", "-f", image], process.env);
+  }
   if (work) rmSync(work, { recursive: true, force: true });
 }, 180_000);
 
 /** A Python script of python/tests/trainers in the tools image, on the host's network. */
-async function tools(python: string, args: string[], timeoutMs = 600_000) {
+async function tools(argv: string[], o: { docker?: boolean; env?: string[] } = {}) {
   const r = await run(
     "docker",
     [
@@ -56,6 +66,9 @@ async function tools(python: string, args: string[], timeoutMs = 600_000) {
       `${path.join(repo, "examples")}:/examples:ro`,
       "-v",
       `${work}:${work}`,
+      // verifiers' docker runtime hands a unix socket to a helper container through a bind
+      // mount of its temp folder: a path the engine sees at the same place.
+      ...(o.docker ? ["-v", "/var/run/docker.sock:/var/run/docker.sock", "-e", `TMPDIR=${work}`] : []),
       "-e",
       `DENV_URL=${stack.url}`,
       "-e",
@@ -64,16 +77,19 @@ async function tools(python: string, args: string[], timeoutMs = 600_000) {
       "TRL_EXPERIMENTAL_SILENCE=1",
       "-e",
       "PYTHONDONTWRITEBYTECODE=1",
+      ...(o.env ?? []).flatMap((e) => ["-e", e]),
       IMAGE,
-      python,
-      ...args,
+      ...argv,
     ],
     process.env,
-    { timeoutMs },
+    { timeoutMs: 900_000 },
   );
   expect(r.code, `${r.stdout}\n${r.stderr}`).toBe(0);
-  const last = r.stdout.trim().split("\n").at(-1) ?? "";
-  return JSON.parse(last) as unknown;
+  // The scripts print one JSON line last; what ran before them may print after (vf-eval's
+  // progress display) on the same stream.
+  const line = r.stdout.split("\n").findLast((l) => /^[[{]/.test(l));
+  expect(line, r.stdout).toBeDefined();
+  return JSON.parse(line ?? "") as unknown;
 }
 
 interface Deployment {
@@ -111,7 +127,7 @@ it("TRL: HarborSpec's environment_factory on denv.trl, reset / bash / reward: 1.
   const tasks = path.join(work, "trl-tasks");
   mkdirSync(tasks);
   cpSync(path.join(repo, "examples/harbor-hello"), path.join(tasks, "harbor-hello"), { recursive: true });
-  const report = (await tools("python", ["/trainers/trl_rollouts.py", tasks])) as {
+  const report = (await tools(["python", "/trainers/trl_rollouts.py", tasks])) as {
     task: string;
     solve: { prompt: string; outputs: string[] };
     nothing: { prompt: string; outputs: string[] };
@@ -144,7 +160,8 @@ it("SkyRL: the harbor_trial_config of docs/blog/trainers.md, as SkyRL's HarborGe
   const config = path.join(work, "harbor_trial_config.yaml");
   writeFileSync(config, blockBody(page, yaml?.line ?? 0));
   const before = count(await deployments(HELLO), "fork");
-  const trials = (await tools("python", [
+  const trials = (await tools([
+    "python",
     "/trainers/skyrl_trial.py",
     config,
     "/examples/harbor-hello",
@@ -159,3 +176,100 @@ it("SkyRL: the harbor_trial_config of docs/blog/trainers.md, as SkyRL's HarborGe
   expect(count(deps, "fork") - before).toBe(4);
   expect(await liveSandboxes()).toEqual([]);
 }, 900_000);
+
+/** The sh block of a docs page whose first line starts with `first`, as one shell script. */
+function shBlock(page: string, first: string): string {
+  const text = readFileSync(path.join(repo, "docs", page), "utf8");
+  const block = codeBlocks(text).find((b) => b.info === "sh" && blockBody(text, b.line).startsWith(first));
+  expect(block, `the block of docs/${page} starting with ${first}`).toBeDefined();
+  return blockBody(text, block?.line ?? 0);
+}
+
+interface VerifiersReport {
+  tasks: Array<{ name: string; prompt: string; image: string | null; network_allow: string[] }>;
+  rollouts: Array<{ ok: boolean; errors: Array<{ type: string; message: string }> }>;
+}
+
+/** docs/blog/verifiers.md's vf-eval block over the task folder in `dir`, in the tools image's /opt/vf. */
+async function vfEval(dir: string): Promise<VerifiersReport> {
+  const script = shBlock("blog/verifiers.md", "mkdir -p ~/.cache/harbor");
+  return (await tools(
+    ["sh", "-c", `set -e; cd ${dir}\n${script}\necho\npython /trainers/vf_harbor_taskset.py quickstart-task`],
+    {
+      docker: true,
+      env: ["PATH=/opt/vf/bin:/usr/bin:/bin", "MODEL_URL=http://127.0.0.1:9/v1", "MODEL_API_KEY=none"],
+    },
+  )) as VerifiersReport;
+}
+
+it("verifiers: its Harbor taskset loads the task `denv export harbor` wrote; its rollout stops in verifiers' runtime (no-network refused; public: its harness cannot be installed)", async () => {
+  expect((await stack.denv(["projects", "create", "quickstart"])).code).toBe(0);
+  const deployed = await stack.denv(
+    ["deploy", path.join(repo, "examples/quickstart"), "--project", "quickstart", "--env", "alpha"],
+    { timeoutMs: 900_000 },
+  );
+  expect(deployed.code, `${deployed.stdout}\n${deployed.stderr}`).toBe(0);
+  // docs/blog/verifiers.md, section 2: the commands that make the task folder.
+  for (const line of shBlock("blog/verifiers.md", "cp -r examples/quickstart").trim().split("\n")) {
+    if (line.startsWith("denv ")) {
+      const argv = line
+        .split(" ")
+        .slice(1)
+        .map((a) => (/^quickstart-/.test(a) ? path.join(work, a) : a));
+      const r = await stack.denv(argv);
+      expect(r.code, `${line}\n${r.stderr}`).toBe(0);
+    } else {
+      const r = await run(
+        "bash",
+        ["-c", `cd ${work} && ${line.replace("examples/", `${repo}/examples/`)}`],
+        process.env,
+      );
+      expect(r.code, line).toBe(0);
+    }
+  }
+  const exported = path.join(work, "vf-exported");
+  const pub = path.join(work, "vf-public");
+  for (const dir of [exported, pub])
+    cpSync(path.join(work, "quickstart-task"), path.join(dir, "quickstart-task"), { recursive: true });
+  const toml = path.join(pub, "quickstart-task/task.toml");
+  writeFileSync(
+    toml,
+    readFileSync(toml, "utf8").replace('network_mode = "no-network"', 'network_mode = "public"'),
+  );
+
+  const vfBefore = await vfImages();
+  const refused = await vfEval(exported);
+  expect(refused.tasks).toEqual([
+    expect.objectContaining({
+      name: "quickstart-task",
+      prompt: "The shop API in /workspace/app reports wrong order totals. Fix it.",
+      image: null,
+      network_allow: [],
+    }),
+  ]);
+  expect(refused.rollouts).toEqual([
+    {
+      ok: false,
+      errors: [
+        {
+          type: "EnvError",
+          message: "HarborEnv.run(): ValueError: Harbor Compose on local Docker requires public networking",
+        },
+      ],
+    },
+  ]);
+  expect(await vfImages()).toEqual(vfBefore); // refused before any build
+
+  const stopped = await vfEval(pub);
+  expect(stopped.tasks[0]?.network_allow).toEqual(["*"]);
+  expect(stopped.rollouts).toHaveLength(1);
+  expect(stopped.rollouts[0]?.ok).toBe(false);
+  expect(stopped.rollouts[0]?.errors[0]?.type, JSON.stringify(stopped)).toBe("HarnessError");
+  expect(stopped.rollouts[0]?.errors[0]?.message).toMatch(
+    /^harness setup: RuntimeError: failed to prepare uv script: /,
+  );
+  // verifiers built and started the compose project (its images are there), then took it down.
+  expect((await vfImages()).filter((i) => !vfBefore.includes(i)).length).toBeGreaterThan(0);
+  const left = await run("docker", ["ps", "-a", "--format", "{{.Names}}"], process.env);
+  expect(left.stdout.split("\n").filter((n) => n.startsWith("vf-"))).toEqual([]);
+}, 1_200_000);
