@@ -65,6 +65,8 @@ async function tools(argv: string[], o: { docker?: boolean; env?: string[] } = {
       "-v",
       `${path.join(repo, "examples")}:/examples:ro`,
       "-v",
+      `${path.join(repo, "docs")}:/docs:ro`,
+      "-v",
       `${work}:${work}`,
       // verifiers' docker runtime hands a unix socket to a helper container through a bind
       // mount of its temp folder: a path the engine sees at the same place.
@@ -124,10 +126,10 @@ function blockBody(text: string, line: number): string {
 }
 
 it("TRL: HarborSpec's environment_factory on denv.trl, reset / bash / reward: 1.0 for the solving policy, 0.0 for the idle one", async () => {
-  const tasks = path.join(work, "trl-tasks");
-  mkdirSync(tasks);
-  cpSync(path.join(repo, "examples/harbor-hello"), path.join(tasks, "harbor-hello"), { recursive: true });
-  const report = (await tools(["python", "/trainers/trl_rollouts.py", tasks])) as {
+  const trl = path.join(work, "trl");
+  mkdirSync(path.join(trl, "tasks"), { recursive: true });
+  cpSync(path.join(repo, "examples/harbor-hello"), path.join(trl, "tasks/harbor-hello"), { recursive: true });
+  const report = (await tools(["python", "/trainers/trl_rollouts.py", "/docs/blog/trainers.md", trl])) as {
     task: string;
     solve: { prompt: string; outputs: string[] };
     nothing: { prompt: string; outputs: string[] };
