@@ -1,7 +1,8 @@
 """Karotte's fake model: the assistant messages a run replays when ``use_fake_model`` is set.
 
 ``extra_config.policy`` picks the script: ``solve`` counts the words and writes the answer with
-the ``bash`` tool; ``idle`` answers without doing anything.
+the ``bash`` tool; ``idle`` answers without doing anything; ``symlink`` hands in a symlink to the
+root-only answer key (which a grader that followed it would read as the answer).
 """
 
 import json
@@ -24,6 +25,13 @@ def get_messages(config: EvaluationRunConfig) -> list[Message]:
         return [
             Message(role="assistant", content="Not sure."),
             Message(role="assistant", content="I will leave it."),
+        ]
+    if policy == "symlink":
+        command = "ln -s /root_data/expected.txt /workdir/answer.txt; ls -l /workdir/answer.txt"
+        return [
+            Message(role="assistant", content="ready: yes"),
+            Message(role="assistant", content="Linking.", tool_calls=[_bash("call_1", command)]),
+            Message(role="assistant", content="Done."),
         ]
     return [
         Message(role="assistant", content="ready: yes"),

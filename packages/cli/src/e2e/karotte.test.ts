@@ -11,6 +11,7 @@ import {
 } from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { Protection, SpecialFileReasons } from "@denv/spec";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { runnableLines } from "./doc-blocks.js";
 import { cli, type RunResult, repo, run, type Stack, startStack } from "./stack.js";
@@ -19,10 +20,11 @@ import { cli, type RunResult, repo, run, type Stack, startStack } from "./stack.
  * Karotte on denv (docs/blog/karotte.md), one heavy run on one stack: the page's `karotte` blocks
  * run as written. `denv import karotte` of examples/karotte-hello, its deploy (the image built
  * once by denvd from Debian trixie and karotte 3.0.100's wheels, downloaded on the host by the
- * page's `karotte-wheels` block into a cache keyed by that line), two forks where
- * `karotte run --no-containerized` plays Karotte's fake model (`solve`, `idle`) at once, graded
- * by `denv verify` with Karotte's own judges re-run on a fork (1.0 and 0.0), and Karotte's own
- * sandbox check, `karotte check confinement`, in the environment.
+ * page's `karotte-wheels` block into a cache keyed by that line), three forks where
+ * `karotte run --no-containerized` plays Karotte's fake model (`solve`, `idle`, `symlink`) at
+ * once, graded by `denv verify` with Karotte's own judges re-run on a fork (1.0, 0.0, and refused
+ * by protection 3), and Karotte's own sandbox check, `karotte check confinement`, in the
+ * environment.
  */
 let stack: Stack;
 let work: string;
@@ -79,15 +81,16 @@ afterAll(async () => {
   if (work) rmSync(work, { recursive: true, force: true });
 }, 180_000);
 
-it("imports, deploys, runs karotte with its fake model in two forks, grades 1.0 and 0.0, and runs karotte's own check", async () => {
+it("imports, deploys, runs karotte with its fake model in three forks, grades 1.0, 0.0 and refused, and runs karotte's own check", async () => {
   const lines = runnableLines("blog/karotte.md", "karotte");
-  // The blocks in page order: import + deploy (4), solved (3), idle (3), the check (2).
-  expect(lines.length).toBe(12);
-  const [importDeploy, solved, idle, check] = [
+  // The blocks in page order: import + deploy (4), solved (3), idle (3), cheat (4), the check (2).
+  expect(lines.length).toBe(16);
+  const [importDeploy, solved, idle, cheat, check] = [
     lines.slice(0, 4),
     lines.slice(4, 7),
     lines.slice(7, 10),
-    lines.slice(10),
+    lines.slice(10, 14),
+    lines.slice(14),
   ];
 
   const deployed = await runLines(importDeploy);
@@ -98,8 +101,13 @@ it("imports, deploys, runs karotte with its fake model in two forks, grades 1.0 
     readFileSync(path.join(repo, "python/src/denv/karotte/_grade.py"), "utf8"),
   );
 
-  // The two episodes at once (each block in order): Karotte's run takes ~20 s under gVisor.
-  const [solvedOut, idleOut] = await Promise.all([runLines(solved), runLines(idle)]);
+  // The three episodes at once (each block in order): Karotte's run takes ~20 s under gVisor.
+  const [solvedOut, idleOut, cheatOut] = await Promise.all([
+    runLines(solved),
+    runLines(idle),
+    runLines(cheat),
+  ]);
+  const [cheatRun = "", , cheatVerify = ""] = cheatOut.slice(1);
   const [solvedRun = "", solvedVerify = ""] = solvedOut.slice(1);
   const [idleRun = "", idleVerify = ""] = idleOut.slice(1);
   // Karotte's own grading inside the run...
@@ -113,6 +121,15 @@ it("imports, deploys, runs karotte with its fake model in two forks, grades 1.0 
   expect(idleVerify).toMatch(/^reward\s+0$/m);
   expect(idleVerify).toMatch(/^\s+step_1\s+0$/m);
   expect(idleVerify).toContain("step 1: score 0.0");
+  // Protection 3 twice: Karotte refuses the student's symlink (step 2 scores 0), then denv refuses
+  // the episode whose /out holds a symlink escaping it, before the verifier runs.
+  expect(cheatRun).toContain("misbehavior: /workdir/answer.txt is a symlink");
+  expect(cheatRun).toContain("Result: failed, 1/2 steps passed, final score 0.0");
+  expect(cheatVerify).toMatch(/^status\s+refused$/m);
+  expect(cheatVerify).toMatch(/^reward\s+0$/m);
+  const refusal = Protection.specialFile("/out/key", SpecialFileReasons.symlinkEscapes);
+  expect(cheatVerify).toContain(refusal);
+  expect(readFileSync(path.join(repo, "docs/blog/karotte.md"), "utf8")).toContain(`\n${refusal}\n`);
   // The student's command (`...; id -u`) ran demoted, never as root.
   const uid = /stdout:\s*\n\s*(\d+)\s*\n/.exec(solvedRun)?.[1];
   expect(uid).toBeDefined();
@@ -134,7 +151,7 @@ it("imports, deploys, runs karotte with its fake model in two forks, grades 1.0 
   expect(report.findings.find((f) => f.name === "sandbox")?.value).toBe("gvisor");
   expect(answerKey).toContain("Permission denied");
 
-  for (const name of ["solved", "idle"]) {
+  for (const name of ["solved", "idle", "cheat"]) {
     expect((await stack.denv(["env", "destroy", `karotte-hello/${name}`])).code).toBe(0);
   }
 }, 1_500_000);
