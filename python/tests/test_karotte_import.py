@@ -117,6 +117,15 @@ def test_leaves_local_state_out(tmp_path: Path) -> None:
     assert not any("fails to build" in n for n in result.notes)
 
 
+def test_notes_rubric_judges(tmp_path: Path) -> None:
+    env = copy_hello(tmp_path)
+    assert not any("RubricJudge" in n for n in import_environment(env, tmp_path / "a").notes)
+    step = env / "src/environment/tasks/count_words/__init__.py"
+    step.write_text(step.read_text() + "\nfrom karotte.judges import RubricJudge\n")
+    notes = import_environment(env, tmp_path / "b").notes
+    assert any(n.startswith("RubricJudge asks a model to grade") for n in notes)
+
+
 def test_reads_the_image_env_with_continuation_lines() -> None:
     text = (
         "FROM x\nENV KAROTTE_CONTAINERIZED=1 \\\n  KAROTTE_WORKDIR=/work \\\n"

@@ -303,6 +303,11 @@ def import_environment(
         "the agent (Karotte's harness) is root inside gVisor; the student is uid "
         f"{uid}; the verifier grades {OUT}"
     ]
+    if any("RubricJudge" in f.read_text(errors="replace") for f in src.glob("src/**/*.py")):
+        notes.append(
+            "RubricJudge asks a model to grade: neither the run nor the verifier reaches one "
+            "(egress deny), so a rubric step fails here"
+        )
     if not (src / "wheels").is_dir():
         notes.append(
             "denv builds reach Debian mirrors and the host's pip index only: a Containerfile that "
