@@ -10,7 +10,8 @@ here as written, in WORKDIR, whose ``tasks`` folder holds Harbor task folders. W
 the loop ``GRPOTrainer`` runs per generation with that spec: ``environment_factory()`` ->
 ``reset(task_dir=...)`` -> the tool method the model calls -> ``reward_funcs(environments=...)``.
 No model and no trainer: TRL's trainers need torch, which this image does not have; the policy
-is the list of tool calls below (the task's own solution for ``solve``, none for ``nothing``).
+is the list of tool calls below (the task's own solution and a look at its result for
+``solve``, none for ``nothing``).
 """
 
 import gc
@@ -32,7 +33,8 @@ spec = namespace["spec"]
 assert isinstance(spec, HarborSpec)
 tasks = workdir / "tasks"
 task_dir = sorted(p.parent for p in tasks.glob("*/task.toml"))[0]
-policies = {"solve": [(task_dir / "solution" / "solve.sh").read_text()], "nothing": []}
+solution = (task_dir / "solution" / "solve.sh").read_text()
+policies = {"solve": [solution, "cat /app/hello.txt"], "nothing": []}
 
 report: dict[str, object] = {"task": task_dir.name}
 envs = []

@@ -139,7 +139,8 @@ it("TRL: HarborSpec's environment_factory on denv.trl, reset / bash / reward: 1.
   expect(report.task).toBe("harbor-hello");
   const instruction = readFileSync(path.join(repo, "examples/harbor-hello/instruction.md"), "utf8").trim();
   expect(report.solve.prompt).toContain(instruction);
-  expect(report.solve.outputs).toHaveLength(1);
+  // TRL's bash tool ran in the rollout's sandbox: the solution's write, then its result.
+  expect(report.solve.outputs).toEqual(["(empty output, rc=0)", "Hello, world!\n"]);
   expect(report.nothing.outputs).toEqual([]);
   expect(report.rewards).toEqual([1, 0]);
   expect(report.refused).toBe(TrlMessages.environmentType("docker"));
