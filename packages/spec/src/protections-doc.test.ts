@@ -7,6 +7,7 @@ import {
   HostRefusals,
   Protection,
   SpecialFileReasons,
+  TrlMessages,
   VerifiersMessages,
 } from "./messages.js";
 
@@ -59,6 +60,10 @@ describe("docs/reference/protections.md lists every exact string", () => {
 
   it("has denv.verifiers' refusal of a harness that would run commands on the host", () => {
     expect(doc).toContain(VerifiersMessages.hostShell("<harness>"));
+  });
+
+  it("has denv.trl's refusal of a Harbor backend name", () => {
+    expect(doc).toContain(TrlMessages.environmentType("<value>"));
   });
 
   it("has the Harbor adapter's refusal of a task that asks for internet access", () => {
