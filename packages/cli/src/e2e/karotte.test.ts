@@ -135,6 +135,32 @@ it("imports, deploys, runs karotte with its fake model in three forks, grades 1.
   expect(uid).toBeDefined();
   expect(Number(uid)).not.toBe(0);
 
+  // denv's verifier re-runs the judges and never reads the scores the run recorded: the idle
+  // episode's transcript rewritten to claim 1.0 everywhere still grades 0.
+  const forge = [
+    "import json",
+    "p = '/out/transcript.json'",
+    "t = json.load(open(p))",
+    "s = [e['scoring'] for e in t['events'] if e.get('type') == 'scoring']",
+    "[x.update(score=1.0, continue_task=True) for x in s]",
+    "json.dump(t, open(p, 'w'))",
+    "print(len(s))",
+  ].join("\n");
+  const forged = await stack.denv([
+    "exec",
+    "karotte-hello/idle",
+    "--",
+    "/root/.venv/bin/python",
+    "-c",
+    forge,
+  ]);
+  expect(forged.stdout.trim(), forged.stderr).toBe("1");
+  const again = await stack.json<{ status: string; reward: number; rewards: Record<string, number> }>([
+    "verify",
+    "karotte-hello/idle",
+  ]);
+  expect(again).toMatchObject({ status: "graded", reward: 0, rewards: { step_1: 0 } });
+
   const [confinement = "", answerKey = ""] = await runLines(check);
   const report = JSON.parse(
     confinement.slice(confinement.indexOf("{"), confinement.lastIndexOf("}") + 1),
