@@ -38,10 +38,12 @@ class DenvHarborEnv(HarborEnv):  # type: ignore[misc]
     """
 
     def __init__(self, environment_type: str = DENV_ENVIRONMENT, **environment_kwargs: Any) -> None:
-        if ":" not in environment_type:
-            raise ValueError(trl_environment_type(environment_type))
+        # TRL's __init__ first: its __del__, which runs on a refused instance too, needs the
+        # event loop it starts (and stops it).
         super().__init__(environment_type=environment_type)
         self._environment_kwargs = environment_kwargs
+        if ":" not in environment_type:
+            raise ValueError(trl_environment_type(environment_type))
 
     async def _start(self, task_dir: str) -> str:
         """Start ``task_dir``'s environment (stopping the previous one); return its instruction.
