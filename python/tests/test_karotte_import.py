@@ -21,6 +21,7 @@ from denv import messages
 from denv.karotte import _grade
 from denv.karotte._import import (
     KarotteImportError,
+    agent_containerfile,
     containerfile_env,
     import_environment,
     main,
@@ -115,6 +116,26 @@ def test_leaves_local_state_out(tmp_path: Path) -> None:
     for junk in (".venv", "out", ".git", "src/environment/__pycache__"):
         assert not (tmp_path / "o" / junk).exists()
     assert not any("fails to build" in n for n in result.notes)
+
+
+def test_answer_key_only_in_the_verifier(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = import_environment(HELLO, out, answer_key="verifier")
+    assert "Containerfile.denv" in result.files
+    original = (HELLO / "Containerfile").read_text()
+    agent = (out / "Containerfile.denv").read_text()
+    assert agent == agent_containerfile(original)
+    assert agent.startswith(original.rstrip("\n"))
+    assert agent.endswith(
+        "USER root\nRUN rm -rf /root_data /intermediate_data && "
+        "mkdir -m 0700 /root_data /intermediate_data\n"
+    )
+    doc = yaml.safe_load((out / "compose.yaml").read_text())
+    assert doc["services"]["main"]["build"]["dockerfile"] == "Containerfile.denv"
+    assert doc["x-denv"]["verifier"]["build"]["dockerfile"] == "Containerfile"
+    assert not (tmp_path / "plain" / "Containerfile.denv").exists()
+    with pytest.raises(KarotteImportError, match="expected image or verifier"):
+        import_environment(HELLO, tmp_path / "x", answer_key="both")
 
 
 def test_notes_rubric_judges(tmp_path: Path) -> None:

@@ -59,19 +59,32 @@ describe("import karotte", () => {
     expect(text.stdout).toContain("next       denv deploy second");
   });
 
-  it("writes a project inside denv's compose subset", async () => {
-    const cwd = tempDir("karotte-out");
-    const r = await denv(["import", "karotte", hello, "--out", "o"], { cwd, env: pythonEnv });
-    expect(r.status, r.stderr).toBe(0);
-    const files = projectFiles(path.join(cwd, "o"));
-    const result = validateCompose(files["compose.yaml"] ?? "", {
-      env: {},
-      readFile: (rel) => files[rel],
-      exists: (rel) => rel === "." || Object.keys(files).some((f) => f === rel || f.startsWith(`${rel}/`)),
-      projectName: "karotte-hello",
-      source: "compose.yaml",
+  it("writes a project inside denv's compose subset, with the answer key in the image or the verifier only", async () => {
+    for (const key of ["image", "verifier"]) {
+      const cwd = tempDir("karotte-out");
+      const r = await denv(["import", "karotte", hello, "--out", "o", "--answer-key", key], {
+        cwd,
+        env: pythonEnv,
+      });
+      expect(r.status, r.stderr).toBe(0);
+      const files = projectFiles(path.join(cwd, "o"));
+      const result = validateCompose(files["compose.yaml"] ?? "", {
+        env: {},
+        readFile: (rel) => files[rel],
+        exists: (rel) => rel === "." || Object.keys(files).some((f) => f === rel || f.startsWith(`${rel}/`)),
+        projectName: "karotte-hello",
+        source: "compose.yaml",
+      });
+      expect(result.ok ? [] : result.refusals).toEqual([]);
+      const main = YAML.parse(files["compose.yaml"] ?? "").services.main;
+      expect(main.build.dockerfile).toBe(key === "image" ? "Containerfile" : "Containerfile.denv");
+      expect("Containerfile.denv" in files).toBe(key === "verifier");
+    }
+    const bad = await denv(["import", "karotte", hello, "--answer-key", "both"], {
+      cwd: tempDir("karotte-out"),
     });
-    expect(result.ok ? [] : result.refusals).toEqual([]);
+    expect(bad.status).toBe(2);
+    expect(bad.stderr).toContain("--answer-key both: expected image or verifier");
   });
 
   it("makes the importer's refusal the CLI's error, in one line naming the file and the key", async () => {

@@ -156,7 +156,7 @@ from a denv checkout).`,
 const karotte: CommandSpec = {
   name: "import karotte",
   summary: "write a denv project folder from a Karotte environment folder",
-  args: "DIR [--out OUT] [--project P]",
+  args: "DIR [--out OUT] [--project P] [--answer-key image|verifier]",
   description: `
 Reads a Karotte environment (what 'karotte create-env' writes): DIR/pyproject.toml (the package
 'environment'), DIR/Containerfile (the run's one image; its ENV KAROTTE_DEMOTE_ID is the student's
@@ -165,7 +165,9 @@ missing or empty): DIR's files, compose.yaml with x-denv (service main: the imag
 'karotte run --no-containerized' runs as root inside gVisor's kernel and demotes the student; egress
 deny; Karotte's default caps: 4 GiB, 2 CPUs, 4096 pids; verifier: the same image built again, root
 in its own container, which re-runs the task's Karotte judges over the run's /out) and
-denv-verifier/grade.py. What cannot be mapped (BuildKit-only Containerfile steps, CLI agents that
+denv-verifier/grade.py. With --answer-key verifier, main builds from a generated Containerfile.denv
+(the environment's, then /root_data and /intermediate_data emptied): the answer key is only in the
+verifier's image, and Karotte's own in-run grading cannot read it. What cannot be mapped (BuildKit-only Containerfile steps, CLI agents that
 need a model provider's network, a package not named 'environment') is refused in one line naming
 the file and the key. The mapping is the denv Python package's (denv.karotte): it runs with
 DENV_PYTHON (default python3), which needs the package ('pip install ./python' from a denv checkout).`,
@@ -176,6 +178,12 @@ DENV_PYTHON (default python3), which needs the package ('pip install ./python' f
       value: "P",
       description: "the compose name, the project 'denv deploy OUT' uses (default: DIR's name)",
     },
+    "answer-key": {
+      type: "string",
+      value: "K",
+      description:
+        "image (default: root-only in the run's image, as Karotte keeps it) or verifier (only the verifier's)",
+    },
   },
   remote: false,
   async run(ctx) {
@@ -184,8 +192,14 @@ DENV_PYTHON (default python3), which needs the package ('pip install ./python' f
     if (!isDir(src)) throw ctx.usage(`${dir} is not a folder`);
     const outArg = ctx.string("out") ?? `${dir.replace(/\/+$/, "")}-denv`;
     const project = ctx.string("project");
+    const answerKey = ctx.string("answer-key") ?? "image";
+    if (answerKey !== "image" && answerKey !== "verifier") {
+      throw ctx.usage(`--answer-key ${answerKey}: expected image or verifier`);
+    }
     const r = runKarotteImporter(
       [
+        "--answer-key",
+        answerKey,
         ...(project === undefined ? [] : ["--project", project]),
         "--",
         dir.replace(/\/+$/, "") || "/",

@@ -23,8 +23,9 @@ import { cli, type RunResult, repo, run, type Stack, startStack } from "./stack.
  * page's `karotte-wheels` block into a cache keyed by that line), three forks where
  * `karotte run --no-containerized` plays Karotte's fake model (`solve`, `idle`, `symlink`) at
  * once, graded by `denv verify` with Karotte's own judges re-run on a fork (1.0, 0.0, and refused
- * by protection 3), and Karotte's own sandbox check, `karotte check confinement`, in the
- * environment.
+ * by protection 3), the same with the answer key only in the verifier's image (`--answer-key
+ * verifier`: Karotte's in-run grade 0, denv's 1.0), and Karotte's own sandbox check,
+ * `karotte check confinement`, in the environment.
  */
 let stack: Stack;
 let work: string;
@@ -83,14 +84,16 @@ afterAll(async () => {
 
 it("imports, deploys, runs karotte with its fake model in three forks, grades 1.0, 0.0 and refused, and runs karotte's own check", async () => {
   const lines = runnableLines("blog/karotte.md", "karotte");
-  // The blocks in page order: import + deploy (4), solved (3), idle (3), cheat (4), the check (2).
-  expect(lines.length).toBe(16);
-  const [importDeploy, solved, idle, cheat, check] = [
+  // The blocks in page order: import + deploy (4), solved (3), idle (3), cheat (4), the answer key
+  // in the verifier only (7), the check (2).
+  expect(lines.length).toBe(23);
+  const [importDeploy, solved, idle, cheat, key, check] = [
     lines.slice(0, 4),
     lines.slice(4, 7),
     lines.slice(7, 10),
     lines.slice(10, 14),
-    lines.slice(14),
+    lines.slice(14, 21),
+    lines.slice(21),
   ];
 
   const deployed = await runLines(importDeploy);
@@ -101,11 +104,12 @@ it("imports, deploys, runs karotte with its fake model in three forks, grades 1.
     readFileSync(path.join(repo, "python/src/denv/karotte/_grade.py"), "utf8"),
   );
 
-  // The three episodes at once (each block in order): Karotte's run takes ~20 s under gVisor.
-  const [solvedOut, idleOut, cheatOut] = await Promise.all([
+  // The four episodes at once (each block in order): Karotte's run takes ~20 s under gVisor.
+  const [solvedOut, idleOut, cheatOut, keyOut] = await Promise.all([
     runLines(solved),
     runLines(idle),
     runLines(cheat),
+    runLines(key),
   ]);
   const [cheatRun = "", , cheatVerify = ""] = cheatOut.slice(1);
   const [solvedRun = "", solvedVerify = ""] = solvedOut.slice(1);
@@ -130,6 +134,16 @@ it("imports, deploys, runs karotte with its fake model in three forks, grades 1.
   const refusal = Protection.specialFile("/out/key", SpecialFileReasons.symlinkEscapes);
   expect(cheatVerify).toContain(refusal);
   expect(readFileSync(path.join(repo, "docs/blog/karotte.md"), "utf8")).toContain(`\n${refusal}\n`);
+  // --answer-key verifier: main has no key, so Karotte's own grading of the solving run scores
+  // step 2 0.0; denv's verifier, whose image has it, grades the same episode 1.0.
+  const [, , , , keyLs = "x", keyRun = "", keyVerify = ""] = keyOut;
+  expect(keyLs).toBe("");
+  expect(keyRun).toContain("No such file or directory: '/root_data/expected.txt'");
+  expect(keyRun).toMatch(/Result: failed, 1\/2 steps passed, final score 0$/m);
+  expect(keyVerify).toMatch(/^reward\s+1$/m);
+  expect(readFileSync(path.join(work, "karotte-key-denv/Containerfile.denv"), "utf8")).toContain(
+    "RUN rm -rf /root_data /intermediate_data",
+  );
   // The student's command (`...; id -u`) ran demoted, never as root.
   const uid = /stdout:\s*\n\s*(\d+)\s*\n/.exec(solvedRun)?.[1];
   expect(uid).toBeDefined();

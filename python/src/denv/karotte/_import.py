@@ -15,7 +15,12 @@ Karotte's own firewall may report itself off), the caps are Karotte's default sa
 its own container, running ``denv-verifier/grade.py`` (:mod:`denv.karotte._grade`) over what the
 run left in ``/out``: Karotte's own judges, re-run on the fork.
 
-Usage: ``python -m denv.karotte._import DIR OUT [--project P] [--json]``. What cannot be mapped
+With ``--answer-key verifier`` the answer key is the verifier's only: ``main`` builds from
+``Containerfile.denv`` (the environment's, then ``/root_data`` and ``/intermediate_data``
+emptied), the verifier from the environment's own ``Containerfile``.
+
+Usage: ``python -m denv.karotte._import DIR OUT [--project P] [--answer-key image|verifier]
+[--json]``. What cannot be mapped
 exits 2 with one line on stderr naming the file and the key (3 when OUT holds something).
 """
 
@@ -45,6 +50,10 @@ PIDS = 4096
 #: Where the run's transcript and artifacts go (root-only in the agent's container).
 OUT = "/out"
 VERIFIER_DIR = "denv-verifier"
+#: ``--answer-key verifier``: main builds from this, the environment's Containerfile plus one step.
+AGENT_CONTAINERFILE = "Containerfile.denv"
+#: Where Karotte's template keeps what only root may read (environment/paths.py of the template).
+KEY_DIRS = ("/root_data", "/intermediate_data")
 VERIFIER_TIMEOUT = 600
 #: Never copied into OUT: local state of a checkout, not part of the environment.
 SKIP = {".venv", ".git", "out", "__pycache__", ".pytest_cache", ".ruff_cache", ".mypy_cache"}
@@ -186,23 +195,26 @@ def _check_manifest(src: Path, label: str) -> None:
         )
 
 
-def compose_document(project: str, workdir: str) -> dict[str, Any]:
+def compose_document(project: str, workdir: str, answer_key: str = "image") -> dict[str, Any]:
     """The project's ``compose.yaml`` (see the module docstring for the mapping).
 
     Args:
         project: The compose name.
         workdir: The student's working directory.
+        answer_key: ``image`` (Karotte's layout: root-only in the run's image) or ``verifier``
+            (``main`` builds from ``Containerfile.denv``, without :data:`KEY_DIRS`' contents).
 
     Returns:
         The document.
     """
     quiet = {"LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     build = {"context": ".", "dockerfile": "Containerfile"}
+    agent_file = AGENT_CONTAINERFILE if answer_key == "verifier" else "Containerfile"
     return {
         "name": project,
         "services": {
             "main": {
-                "build": dict(build),
+                "build": {**build, "dockerfile": agent_file},
                 "command": ["sleep", "infinity"],
                 "init": True,
                 "working_dir": workdir,
@@ -231,6 +243,24 @@ def compose_document(project: str, workdir: str) -> dict[str, Any]:
     }
 
 
+def agent_containerfile(containerfile: str) -> str:
+    """``Containerfile.denv``: the environment's Containerfile, then its answer key taken out.
+
+    Args:
+        containerfile: The environment's Containerfile.
+
+    Returns:
+        The Containerfile ``main`` builds with ``--answer-key verifier``.
+    """
+    dirs = " ".join(KEY_DIRS)
+    return (
+        containerfile.rstrip("\n")
+        + "\n\n# Added by 'denv import karotte --answer-key verifier': what only root may read"
+        + "\n# stays in the verifier's image (built from Containerfile); here they are empty.\n"
+        + f"USER root\nRUN rm -rf {dirs} && mkdir -m 0700 {dirs}\n"
+    )
+
+
 def _header(name: str, uid: int, workdir: str) -> str:
     return (
         f"# Written by 'denv import karotte' from {name}: 'main' is the environment's image;\n"
@@ -246,6 +276,7 @@ def import_environment(
     out_dir: str | os.PathLike[str],
     project: str | None = None,
     *,
+    answer_key: str = "image",
     labels: tuple[str, str] | None = None,
 ) -> ImportResult:
     """Writes OUT, a denv project folder, from the Karotte environment folder DIR.
@@ -257,6 +288,10 @@ def import_environment(
         env_dir: The Karotte environment folder.
         out_dir: The folder to write (missing or empty).
         project: The compose name (default: DIR's name as a denv name).
+        answer_key: ``image`` (default: where Karotte keeps it, root-only in the run's image) or
+            ``verifier`` (only in the verifier's image: ``main`` builds from
+            ``Containerfile.denv``, which empties ``/root_data`` and ``/intermediate_data``; the
+            run's own grading then cannot read them).
         labels: How refusals name DIR and OUT (default: as given).
 
     Returns:
@@ -267,6 +302,8 @@ def import_environment(
     """
     src, out = Path(env_dir), Path(out_dir)
     dir_label, out_label = labels or (str(env_dir).rstrip("/") or "/", str(out_dir))
+    if answer_key not in ("image", "verifier"):
+        raise KarotteImportError(f"answer_key={answer_key!r}: expected image or verifier")
     for rel in ("pyproject.toml", "Containerfile", "src/environment/__init__.py"):
         if not (src / rel).is_file():
             raise KarotteImportError(M.karotte_missing_file(f"{dir_label}/{rel}"))
@@ -296,7 +333,10 @@ def import_environment(
     (out / VERIFIER_DIR).mkdir(exist_ok=True)
     grader = Path(__file__).with_name("_grade.py").read_text(encoding="utf-8")
     (out / VERIFIER_DIR / "grade.py").write_text(grader, encoding="utf-8")
-    doc = compose_document(project, workdir)
+    if answer_key == "verifier":
+        containerfile = (src / "Containerfile").read_text(encoding="utf-8")
+        (out / AGENT_CONTAINERFILE).write_text(agent_containerfile(containerfile), encoding="utf-8")
+    doc = compose_document(project, workdir, answer_key)
     text = _header(src.resolve().name, uid, workdir) + yaml.safe_dump(doc, sort_keys=False)
     (out / "compose.yaml").write_text(text, encoding="utf-8")
     notes = [
@@ -325,7 +365,7 @@ def import_environment(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m denv.karotte._import DIR OUT [--project P] [--json]``.
+    """``python -m denv.karotte._import DIR OUT [--project P] [--answer-key K] [--json]``.
 
     Args:
         argv: The arguments (default ``sys.argv[1:]``).
@@ -341,10 +381,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("dir", metavar="DIR")
     parser.add_argument("out", metavar="OUT")
     parser.add_argument("--project", metavar="P")
+    parser.add_argument("--answer-key", choices=("image", "verifier"), default="image")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args(argv)
     try:
-        result = import_environment(args.dir, args.out, args.project)
+        result = import_environment(args.dir, args.out, args.project, answer_key=args.answer_key)
     except KarotteImportError as exc:
         print(exc, file=sys.stderr)
         return 3 if exc.code == "conflict" else 2
