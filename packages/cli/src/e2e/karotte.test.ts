@@ -51,7 +51,8 @@ beforeAll(async () => {
     timeoutMs: 600_000,
   });
   if (base.code !== 0) throw new Error(`deploy/base-image failed: ${base.stderr}`);
-  // The wheels, once per download line (the page's, run with the repository venv's pip).
+  // The wheels, once per download line (the page's, run with the repository venv's pip, in a
+  // cache folder keyed by the line).
   const [download] = runnableLines("blog/karotte.md", "karotte-wheels");
   if (download === undefined) throw new Error("blog/karotte.md has no karotte-wheels block");
   const key = createHash("sha256").update(download.line).digest("hex").slice(0, 16);
@@ -73,8 +74,8 @@ beforeAll(async () => {
   work = mkdtempSync(path.join(os.tmpdir(), "denv-karotte-"));
   mkdirSync(path.join(work, "examples"));
   symlinkSync(path.join(repo, "examples/karotte-hello"), path.join(work, "examples/karotte-hello"));
-  cpSync(cache, path.join(work, "wheels"), { recursive: true });
-  rmSync(path.join(work, "wheels/.complete"));
+  // The folder the page's line wrote (`--dest wheels`), where the page's next lines expect it.
+  cpSync(path.join(cache, "wheels"), path.join(work, "wheels"), { recursive: true });
 }, 1_200_000);
 
 afterAll(async () => {
