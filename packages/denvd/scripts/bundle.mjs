@@ -57,9 +57,17 @@ await build({
   external: ["cpu-features", "*.node"],
   plugins: [lazyRequire],
   define: { DENVD_BUNDLED_VERSION: JSON.stringify({ version, commit }) },
-  // Bundled CommonJS modules require Node's built-ins; an ES module has no `require` of its own.
+  // Bundled CommonJS modules require Node's built-ins and read __dirname (ssh2's crypto, loaded
+  // with dockerode on the first command); an ES module has neither of its own.
   banner: {
-    js: "import { createRequire as __denvdCreateRequire } from 'node:module';\nconst require = __denvdCreateRequire(import.meta.url);",
+    js: [
+      "import { createRequire as __denvdCreateRequire } from 'node:module';",
+      "import { dirname as __denvdDirname } from 'node:path';",
+      "import { fileURLToPath as __denvdFileURLToPath } from 'node:url';",
+      "const require = __denvdCreateRequire(import.meta.url);",
+      "const __filename = __denvdFileURLToPath(import.meta.url);",
+      "const __dirname = __denvdDirname(__filename);",
+    ].join("\n"),
   },
   legalComments: "none",
   logLevel: "warning",

@@ -252,8 +252,12 @@ export async function startHosts<const N extends string>(opts: HostsOptions<N>):
 
     const token = readFileSync(adminTokenFile, "utf8").trim();
     const client = new DenvClient({ url, token });
-    const join = await client.createJoinToken("local", { uses: hosts.length, ttl_sec: 600 });
-    if (join.token === undefined)
+    // No hosts: a control plane alone on the bridge (machines join it later, e.g. machine.ts's).
+    const join =
+      hosts.length > 0
+        ? await client.createJoinToken("local", { uses: hosts.length, ttl_sec: 600 })
+        : undefined;
+    if (hosts.length > 0 && join?.token === undefined)
       throw new Error("the control plane returned a join token without its secret");
     const labelArgs = (labels: Record<string, string> = {}) =>
       Object.entries(labels).flatMap(([key, v]) => ["--label", `${key}=${v}`]);
@@ -273,7 +277,7 @@ export async function startHosts<const N extends string>(opts: HostsOptions<N>):
             "--url",
             url,
             "--token",
-            join.token as string,
+            join?.token as string,
             "--name",
             h.id,
             ...labelArgs(h.spec.labels),

@@ -70,14 +70,31 @@ STATE_DIR=/var/lib/denvd
 die() { echo "install.sh: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "run as root (denvd drives iptables, loop mounts and the Docker socket)"
 [ -n "\${DENVD_TOKEN:-}" ] || die "DENVD_TOKEN (a join token) is needed"
-if command -v apt-get >/dev/null; then
+# The packages only when a tool is missing: an image that has them needs no package index.
+missing=""
+for tool in dockerd iptables mkfs.btrfs nsenter curl node; do
+  command -v "$tool" >/dev/null || missing="$missing $tool"
+done
+if [ -n "$missing" ]; then
+  command -v apt-get >/dev/null || die "missing:$missing (install Docker, iptables, btrfs-progs, util-linux, curl and Node.js 20 or later)"
   apt-get update
   DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \\
     docker.io iptables btrfs-progs util-linux ca-certificates curl nodejs
 fi
 command -v node >/dev/null || die "Node.js 20 or later is needed"
 [ "$(node -p 'process.versions.node.split(".")[0]')" -ge 20 ] || die "Node.js $(node --version) is too old: denvd needs 20 or later"
-if [ -d /run/systemd/system ]; then systemctl enable --now docker.service; fi
+engine_up() { curl -fsS --max-time 2 --unix-socket /var/run/docker.sock http://docker/_ping >/dev/null 2>&1; }
+if [ -d /run/systemd/system ]; then
+  systemctl enable --now docker.service
+elif ! engine_up; then
+  # No systemd (a container or a bare namespace): the engine runs in the background.
+  nohup dockerd >/var/log/dockerd.log 2>&1 &
+fi
+i=0
+until engine_up; do
+  i=$((i + 1)); [ "$i" -le 60 ] || die "the Docker engine did not answer on /var/run/docker.sock within 60 s (see /var/log/dockerd.log)"
+  sleep 1
+done
 install -d -m 0755 /usr/local/lib/denv
 curl -fsSL "$CP_URL/v1/install/denvd.mjs" -o "$BUNDLE.part"
 echo "$SHA256  $BUNDLE.part" | sha256sum -c - >/dev/null || die "the denvd bundle from $CP_URL does not match its SHA-256 $SHA256"
