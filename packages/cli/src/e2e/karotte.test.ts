@@ -150,6 +150,34 @@ it("imports, deploys, runs karotte with its fake model in three forks, grades 1.
   expect(uid).toBeDefined();
   expect(Number(uid)).not.toBe(0);
 
+  // What `karotte create-env` writes, made by karotte itself in the environment (uv, which only
+  // locks the new environment's dependencies from PyPI there, is a no-op stub: no network), then
+  // imported on this machine: refused on the template's first BuildKit step.
+  const [create, importTemplate] = runnableLines("blog/karotte.md", "karotte-template");
+  if (create === undefined || importTemplate === undefined) throw new Error("no karotte-template block");
+  const stub =
+    "mkdir -p /tmp/stub && printf '#!/bin/sh\\nexit 0\\n' > /tmp/stub/uv && chmod 755 /tmp/stub/uv";
+  const made = await stack.denv([
+    "exec",
+    "karotte-hello/alpha",
+    "--user",
+    "root",
+    "--cwd",
+    "/tmp",
+    "--",
+    "sh",
+    "-c",
+    `${stub} && PATH=/tmp/stub:$PATH /root/.venv/bin/${create.line} >/tmp/create.log 2>&1 && tar cz my_env | base64 -w0`,
+  ]);
+  expect(made.code, made.stderr).toBe(0);
+  writeFileSync(path.join(work, "my_env.tgz"), Buffer.from(made.stdout, "base64"));
+  expect((await shell(`cd ${JSON.stringify(work)} && tar xzf my_env.tgz`)).code).toBe(0);
+  const refused = await shell(`cd ${JSON.stringify(work)}\n${importTemplate.line}`);
+  expect(refused.code).toBe(importTemplate.code);
+  const page = readFileSync(path.join(repo, "docs/blog/karotte.md"), "utf8");
+  expect(page).toContain(`\n${refused.stderr}`);
+  expect(refused.stderr).toMatch(/^denv import karotte: my_env\/Containerfile: 'RUN --mount \(line \d+\)'/);
+
   // denv's verifier re-runs the judges and never reads the scores the run recorded: the idle
   // episode's transcript rewritten to claim 1.0 everywhere still grades 0.
   const forge = [
