@@ -132,6 +132,19 @@ it("a machine booted from the target's user data installs denvd from the cp, joi
     target: "cloud",
   });
 
+  // With no systemd on the machine, the install script's loop starts denvd again when it dies.
+  const denvdPid = async () => (await machine?.exec(["pgrep", "-x", "node"]))?.stdout.trim() ?? "";
+  const before = await denvdPid();
+  expect(before).toMatch(/^\d+$/);
+  expect((await machine.exec(["pkill", "-KILL", "-x", "node"])).code).toBe(0);
+  const hellos = async () =>
+    ((await machine?.exec(["cat", "/var/log/denvd.log"]))?.stdout.match(/hello sent/g) ?? []).length;
+  for (let i = 0; i < 300 && (await hellos()) < 2; i++) await new Promise((r) => setTimeout(r, 100));
+  expect(await hellos(), machine.logs()).toBe(2);
+  const after = await denvdPid();
+  expect(after).toMatch(/^\d+$/);
+  expect(after).not.toBe(before);
+
   // An episode on it: deploy to the target, fork twice, solve one, grade both.
   await machine.loadImage("debian:bookworm-slim");
   const run = (args: string[]) => hosts.denv(args, { timeoutMs: 300_000 });

@@ -116,9 +116,10 @@ ${DENVD_UNIT}UNIT
   systemctl daemon-reload
   systemctl enable --now denvd.service
 else
-  # No systemd (a container or a bare namespace): denvd runs in the background.
-  DENVD_STATE_DIR="$STATE_DIR" nohup node --max-semi-space-size=1 /usr/local/bin/denvd run \\
-    $(case "$CP_URL" in http://*) echo --insecure ;; esac) >/var/log/denvd.log 2>&1 &
+  # No systemd (a container or a bare namespace): denvd runs in the background, started again
+  # when it exits, as the unit's Restart=always does.
+  insecure=$(case "$CP_URL" in http://*) echo --insecure ;; esac)
+  DENVD_STATE_DIR="$STATE_DIR" nohup sh -c "while :; do node --max-semi-space-size=1 /usr/local/bin/denvd run $insecure; echo denvd exited with \\$?: starting it again in 2 s; sleep 2; done" >>/var/log/denvd.log 2>&1 &
 fi
 echo "denvd installed and joined to $CP_URL"
 `;
