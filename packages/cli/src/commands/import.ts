@@ -1,6 +1,7 @@
 import { spawnSync } from "node:child_process";
 import path from "node:path";
 import type { CommandSpec, GroupSpec } from "../command.js";
+import type { Context } from "../context.js";
 import { CliError } from "../exit-codes.js";
 import { fields } from "../format.js";
 import { isDir } from "../harbor-task.js";
@@ -19,8 +20,11 @@ export interface ImportResult {
 /** The module that maps a Harbor task to a denv project (python/src/denv/harbor/_import.py). */
 export const HARBOR_IMPORTER = "denv.harbor._import";
 
-export const missingDenvPython = (python: string) =>
-  `denv import harbor needs the denv Python package: ${python} cannot import ${HARBOR_IMPORTER}; install it ('pip install ./python' from a denv checkout) or set DENV_PYTHON to a Python that has it`;
+/** `denv import KIND` when DENV_PYTHON cannot import the importer MODULE. */
+const missingImporter = (kind: string, module: string) => (python: string) =>
+  `denv import ${kind} needs the denv Python package: ${python} cannot import ${module}; install it ('pip install ./python' from a denv checkout) or set DENV_PYTHON to a Python that has it`;
+
+export const missingDenvPython = missingImporter("harbor", HARBOR_IMPORTER);
 
 /** The module that maps a Karotte environment to a denv project (python/src/denv/karotte/_import.py). */
 export const KAROTTE_IMPORTER = "denv.karotte._import";
@@ -36,8 +40,7 @@ export interface KarotteImportResult {
   notes: string[];
 }
 
-export const missingKarottePython = (python: string) =>
-  `denv import karotte needs the denv Python package: ${python} cannot import ${KAROTTE_IMPORTER}; install it ('pip install ./python' from a denv checkout) or set DENV_PYTHON to a Python that has it`;
+export const missingKarottePython = missingImporter("karotte", KAROTTE_IMPORTER);
 
 /**
  * Runs a denv Python package importer module with DENV_PYTHON (default python3) in CWD. Its
@@ -85,6 +88,62 @@ export function runKarotteImporter(
   return runImporter<KarotteImportResult>(KAROTTE_IMPORTER, missingKarottePython, args, io);
 }
 
+/** The flags every `denv import KIND` takes. */
+const OUT_AND_PROJECT = {
+  out: { type: "string", value: "OUT", description: "the project folder to write (default DIR-denv)" },
+  project: {
+    type: "string",
+    value: "P",
+    description: "the compose name, the project 'denv deploy OUT' uses (default: DIR's name)",
+  },
+} as const;
+
+/**
+ * What every `denv import KIND DIR` does: DIR checked, OUT (default DIR-denv), --project, one
+ * flag of `choices` (the first is the default), the importer run on them, and its result printed
+ * (directory and project, then `fields`, then files and the deploy to run next).
+ */
+function runImport<R extends { directory: string; project: string; files: string[] }>(
+  ctx: Context,
+  o: {
+    flag: string;
+    choices: readonly string[];
+    importer: (args: string[], io: { cwd: string; env: NodeJS.ProcessEnv }) => R;
+    fields: (r: R) => Array<[string, string]>;
+  },
+): number {
+  const [dir = ""] = ctx.args(1, 1, "DIR");
+  if (!isDir(path.resolve(ctx.io.cwd, dir))) throw ctx.usage(`${dir} is not a folder`);
+  const trimmed = dir.replace(/\/+$/, "");
+  const outArg = ctx.string("out") ?? `${trimmed}-denv`;
+  const project = ctx.string("project");
+  const value = ctx.string(o.flag) ?? (o.choices[0] as string);
+  if (!o.choices.includes(value)) {
+    throw ctx.usage(`--${o.flag} ${value}: expected ${o.choices.join(" or ")}`);
+  }
+  const r = o.importer(
+    [
+      `--${o.flag}`,
+      value,
+      ...(project === undefined ? [] : ["--project", project]),
+      "--",
+      trimmed || "/",
+      outArg,
+    ],
+    ctx.io,
+  );
+  ctx.print(r, () =>
+    fields([
+      ["directory", r.directory],
+      ["project", r.project],
+      ...o.fields(r),
+      ["files", r.files.join(" ")],
+      ["next", `denv deploy ${outArg}`],
+    ]),
+  );
+  return 0;
+}
+
 /** `denv import harbor DIR`: a denv project folder from a Harbor task folder (no control plane). */
 const harbor: CommandSpec = {
   name: "import harbor",
@@ -104,12 +163,7 @@ line naming the file and the key. The mapping is the denv Python package's (denv
 adapter's): it runs with DENV_PYTHON (default python3), which needs the package ('pip install ./python'
 from a denv checkout).`,
   flags: {
-    out: { type: "string", value: "OUT", description: "the project folder to write (default DIR-denv)" },
-    project: {
-      type: "string",
-      value: "P",
-      description: "the compose name, the project 'denv deploy OUT' uses (default: DIR's name)",
-    },
+    ...OUT_AND_PROJECT,
     "agent-sandbox": {
       type: "string",
       value: "S",
@@ -118,37 +172,15 @@ from a denv checkout).`,
   },
   remote: false,
   async run(ctx) {
-    const [dir = ""] = ctx.args(1, 1, "DIR");
-    const src = path.resolve(ctx.io.cwd, dir);
-    if (!isDir(src)) throw ctx.usage(`${dir} is not a folder`);
-    const outArg = ctx.string("out") ?? `${dir.replace(/\/+$/, "")}-denv`;
-    const project = ctx.string("project");
-    const sandbox = ctx.string("agent-sandbox") ?? "gvisor";
-    if (sandbox !== "gvisor" && sandbox !== "none") {
-      throw ctx.usage(`--agent-sandbox ${sandbox}: expected gvisor or none`);
-    }
-    const r = runHarborImporter(
-      [
-        "--agent-sandbox",
-        sandbox,
-        ...(project === undefined ? [] : ["--project", project]),
-        "--",
-        dir.replace(/\/+$/, "") || "/",
-        outArg,
-      ],
-      ctx.io,
-    );
-    ctx.print(r, () =>
-      fields([
-        ["directory", r.directory],
-        ["project", r.project],
+    return runImport(ctx, {
+      flag: "agent-sandbox",
+      choices: ["gvisor", "none"],
+      importer: runHarborImporter,
+      fields: (r) => [
         ["services", r.services.join(" ")],
         ["workdir", r.workdir],
-        ["files", r.files.join(" ")],
-        ["next", `denv deploy ${outArg}`],
-      ]),
-    );
-    return 0;
+      ],
+    });
   },
 };
 
@@ -172,12 +204,7 @@ need a model provider's network, a package not named 'environment') is refused i
 the file and the key. The mapping is the denv Python package's (denv.karotte): it runs with
 DENV_PYTHON (default python3), which needs the package ('pip install ./python' from a denv checkout).`,
   flags: {
-    out: { type: "string", value: "OUT", description: "the project folder to write (default DIR-denv)" },
-    project: {
-      type: "string",
-      value: "P",
-      description: "the compose name, the project 'denv deploy OUT' uses (default: DIR's name)",
-    },
+    ...OUT_AND_PROJECT,
     "answer-key": {
       type: "string",
       value: "K",
@@ -187,37 +214,15 @@ DENV_PYTHON (default python3), which needs the package ('pip install ./python' f
   },
   remote: false,
   async run(ctx) {
-    const [dir = ""] = ctx.args(1, 1, "DIR");
-    const src = path.resolve(ctx.io.cwd, dir);
-    if (!isDir(src)) throw ctx.usage(`${dir} is not a folder`);
-    const outArg = ctx.string("out") ?? `${dir.replace(/\/+$/, "")}-denv`;
-    const project = ctx.string("project");
-    const answerKey = ctx.string("answer-key") ?? "image";
-    if (answerKey !== "image" && answerKey !== "verifier") {
-      throw ctx.usage(`--answer-key ${answerKey}: expected image or verifier`);
-    }
-    const r = runKarotteImporter(
-      [
-        "--answer-key",
-        answerKey,
-        ...(project === undefined ? [] : ["--project", project]),
-        "--",
-        dir.replace(/\/+$/, "") || "/",
-        outArg,
-      ],
-      ctx.io,
-    );
-    ctx.print(r, () =>
-      fields([
-        ["directory", r.directory],
-        ["project", r.project],
+    return runImport(ctx, {
+      flag: "answer-key",
+      choices: ["image", "verifier"],
+      importer: runKarotteImporter,
+      fields: (r) => [
         ["workdir", r.workdir],
         ["student", String(r.student_uid)],
-        ["files", r.files.join(" ")],
-        ["next", `denv deploy ${outArg}`],
-      ]),
-    );
-    return 0;
+      ],
+    });
   },
 };
 
