@@ -28,13 +28,14 @@ import re
 import shutil
 import sys
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeGuard
 
 import yaml
 
 from .. import messages as M
+from .._importing import ImportRefused, finish
 from ._compose import merge_harbor_compose
 from ._task import (
     AGENT_UID,
@@ -53,16 +54,8 @@ from ._task import (
 _TOML_AT = re.compile(r"\s*\(at line (\d+), column \d+\)$|\s*\(at end of document\)$")
 
 
-class HarborImportError(ValueError):
-    """A task ``denv import harbor`` cannot map, or an OUT it cannot write.
-
-    Attributes:
-        code: ``invalid_request`` (the task) or ``conflict`` (OUT is not empty).
-    """
-
-    def __init__(self, message: str, code: str = "invalid_request") -> None:
-        super().__init__(message)
-        self.code = code
+class HarborImportError(ImportRefused):
+    """A task ``denv import harbor`` cannot map, or an OUT it cannot write (see ImportRefused)."""
 
 
 @dataclass(frozen=True)
@@ -485,17 +478,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--agent-sandbox", choices=("gvisor", "none"), default="gvisor")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args(argv)
-    try:
-        result = import_task(args.dir, args.out, args.project, agent_sandbox=args.agent_sandbox)
-    except HarborImportError as exc:
-        print(exc, file=sys.stderr)
-        return 3 if exc.code == "conflict" else 2
-    if args.json:
-        print(json.dumps(asdict(result)))
-    else:
-        for key, value in asdict(result).items():
-            print(f"{key}: {' '.join(value) if isinstance(value, list) else value}")
-    return 0
+    return finish(
+        lambda: import_task(args.dir, args.out, args.project, agent_sandbox=args.agent_sandbox),
+        as_json=args.json,
+    )
 
 
 if __name__ == "__main__":

@@ -33,13 +33,14 @@ import re
 import shutil
 import sys
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from .. import messages as M
+from .._importing import ImportRefused, finish
 from ..harbor._task import project_name
 
 #: Karotte's default sandbox (karotte/hardware.py: DEFAULT_SANDBOX_MEMORY_BYTES, DEFAULT_VM_CPUS).
@@ -61,16 +62,8 @@ _ENV_LINE = re.compile(r"^\s*ENV\s+(.*)$", re.IGNORECASE)
 _PAIR = re.compile(r"""([A-Za-z_][A-Za-z0-9_]*)=("[^"]*"|'[^']*'|[^\s\\]*)""")
 
 
-class KarotteImportError(ValueError):
-    """An environment ``denv import karotte`` cannot map, or an OUT it cannot write.
-
-    Attributes:
-        code: ``invalid_request`` (the environment) or ``conflict`` (OUT is not empty).
-    """
-
-    def __init__(self, message: str, code: str = "invalid_request") -> None:
-        super().__init__(message)
-        self.code = code
+class KarotteImportError(ImportRefused):
+    """An environment ``denv import karotte`` cannot map, or an OUT it cannot write."""
 
 
 @dataclass(frozen=True)
@@ -384,17 +377,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--answer-key", choices=("image", "verifier"), default="image")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args(argv)
-    try:
-        result = import_environment(args.dir, args.out, args.project, answer_key=args.answer_key)
-    except KarotteImportError as exc:
-        print(exc, file=sys.stderr)
-        return 3 if exc.code == "conflict" else 2
-    if args.json:
-        print(json.dumps(asdict(result)))
-    else:
-        for key, value in asdict(result).items():
-            print(f"{key}: {' '.join(map(str, value)) if isinstance(value, list) else value}")
-    return 0
+    return finish(
+        lambda: import_environment(args.dir, args.out, args.project, answer_key=args.answer_key),
+        as_json=args.json,
+    )
 
 
 if __name__ == "__main__":
