@@ -1,10 +1,10 @@
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { TrlMessages } from "@denv/spec";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { codeBlocks } from "./doc-blocks.js";
-import { repo, run, type Stack, startStack } from "./stack.js";
+import { cli, repo, run, type Stack, startStack } from "./stack.js";
 
 /**
  * Trainers on denv (docs/blog/trainers.md) and verifiers' Harbor taskset (docs/blog/verifiers.md,
@@ -16,8 +16,9 @@ import { repo, run, type Stack, startStack } from "./stack.js";
  *   tool and reward_funcs, driven by a scripted policy (python/tests/trainers/trl_rollouts.py);
  * - SkyRL: the harbor_trial_config YAML of docs/blog/trainers.md, given what SkyRL's
  *   HarborGenerator adds, as a Harbor TrialConfig run by Harbor (python/tests/trainers/skyrl_trial.py);
- * - verifiers: its Harbor taskset loading the task folder `denv export harbor` wrote
- *   (python/tests/trainers/vf_harbor_taskset.py).
+ * - verifiers: `vf-eval harbor` over the task folder `denv export harbor` wrote of
+ *   examples/verifiers-harbor, its harness installed offline, a scripted model on loopback
+ *   (python/tests/trainers/vf_harbor_taskset.py): rewards 1.0 and 0.0.
  */
 const IMAGE = "denv-tools:trixie";
 const HELLO = "harbor-harbor-hello";
@@ -46,11 +47,15 @@ afterAll(async () => {
   for (const image of await vfImages()) {
     if (!vfAtStart.includes(image)) await run("docker", ["rmi", "-f", image], process.env);
   }
+  // The images the stack built for the verifiers test's project (builds carry no host label).
+  const built = await run("docker", ["images", "--format", "{{.Repository}}:{{.Tag}}"], process.env);
+  for (const image of built.stdout.split("\n").filter((n) => n.startsWith("denv-build/prices/")))
+    await run("docker", ["rmi", "-f", image], process.env);
   if (work) rmSync(work, { recursive: true, force: true });
 }, 180_000);
 
 /** A Python script of python/tests/trainers in the tools image, on the host's network. */
-async function tools(argv: string[], o: { docker?: boolean; env?: string[] } = {}) {
+async function tools(argv: string[], o: { docker?: boolean; env?: string[]; cwd?: string } = {}) {
   const r = await run(
     "docker",
     [
@@ -70,7 +75,19 @@ async function tools(argv: string[], o: { docker?: boolean; env?: string[] } = {
       `${work}:${work}`,
       // verifiers' docker runtime hands a unix socket to a helper container through a bind
       // mount of its temp folder: a path the engine sees at the same place.
-      ...(o.docker ? ["-v", "/var/run/docker.sock:/var/run/docker.sock", "-e", `TMPDIR=${work}`] : []),
+      // (verifiers' compose runs, python/tests/trainers/vf_harbor_taskset.py, also read the
+      // repository's scripted model, at /repo.)
+      ...(o.docker
+        ? [
+            "-v",
+            "/var/run/docker.sock:/var/run/docker.sock",
+            "-e",
+            `TMPDIR=${work}`,
+            "-v",
+            `${repo}:/repo:ro`,
+          ]
+        : []),
+      ...(o.cwd ? ["-w", o.cwd] : []),
       "-e",
       `DENV_URL=${stack.url}`,
       "-e",
@@ -190,89 +207,76 @@ function shBlock(page: string, first: string): string {
 
 interface VerifiersReport {
   tasks: Array<{ name: string; prompt: string; image: string | null; network_allow: string[] }>;
-  rollouts: Array<{ ok: boolean; errors: Array<{ type: string; message: string }> }>;
+  exit_code: number;
+  rollouts: Array<{
+    policy: string | null;
+    ok: boolean;
+    rewards: Array<Record<string, { score: number }>>;
+    errors: Array<{ type: string; message: string }>;
+  }>;
+  tool_results: string[];
+  exported: string;
 }
 
-/** docs/blog/verifiers.md's vf-eval block over the task folder in `dir`, in the tools image's /opt/vf. */
-async function vfEval(dir: string): Promise<VerifiersReport> {
-  const script = shBlock("blog/verifiers.md", "mkdir -p ~/.cache/harbor");
-  return (await tools(
-    ["sh", "-c", `set -e; cd ${dir}\n${script}\necho\npython /trainers/vf_harbor_taskset.py quickstart-task`],
-    {
-      docker: true,
-      env: ["PATH=/opt/vf/bin:/usr/bin:/bin", "MODEL_URL=http://127.0.0.1:9/v1", "MODEL_API_KEY=none"],
-    },
+it("verifiers: `vf-eval harbor` over the task `denv export harbor` wrote, offline: 1.0 for the solving model, 0.0 for the idle one", async () => {
+  // docs/blog/verifiers.md, section 2, in the work folder (examples/ is the repository's; `denv`
+  // is the stack's): fetch.sh, deploy, export, then the two edits verifiers' docker runtime needs.
+  symlinkSync(path.join(repo, "examples"), path.join(work, "examples"));
+  const denv = `denv() { node ${JSON.stringify(cli)} "$@"; }`;
+  const sh = async (script: string) => {
+    const r = await run("bash", ["-c", `set -e; cd ${work}; ${denv}\n${script}`], stack.env, {
+      timeoutMs: 900_000,
+    });
+    expect(r.code, `${script}\n${r.stdout}\n${r.stderr}`).toBe(0);
+  };
+  await sh(shBlock("blog/verifiers.md", "examples/verifiers-harbor/fetch.sh"));
+  // The example is a denv environment too: its own verifier grades the answer on a fork.
+  const answered = await stack.denv([
+    "exec",
+    "prices/alpha",
+    "--",
+    "sh",
+    "-c",
+    "echo 1854 > /workspace/total.txt",
+  ]);
+  expect(answered.code, answered.stderr).toBe(0);
+  const graded = await stack.json<{ status: string; reward: number }>(["verify", "prices/alpha"]);
+  expect(graded).toMatchObject({ status: "graded", reward: 1 });
+  cpSync(path.join(work, "prices-task"), path.join(work, "prices-exported"), { recursive: true });
+  await sh(shBlock("blog/verifiers.md", "sed -i"));
+  writeFileSync(path.join(work, "vf-eval.sh"), shBlock("blog/verifiers.md", "mkdir -p ~/.cache/harbor"));
+  // verifiers builds and starts a compose project per rollout; what it builds goes in afterAll.
+  const report = (await tools(
+    [
+      "python",
+      "/trainers/vf_harbor_taskset.py",
+      "prices-task",
+      path.join(work, "vf-eval.sh"),
+      "prices-exported",
+      "/repo/python/tests/integration",
+    ],
+    { docker: true, env: ["PATH=/opt/vf/bin:/usr/bin:/bin", "MODEL_API_KEY=none"], cwd: work },
   )) as VerifiersReport;
-}
-
-it("verifiers: its Harbor taskset loads the task `denv export harbor` wrote; its rollout stops in verifiers' runtime (no-network refused; public: its harness cannot be installed)", async () => {
-  expect((await stack.denv(["projects", "create", "quickstart"])).code).toBe(0);
-  const deployed = await stack.denv(
-    ["deploy", path.join(repo, "examples/quickstart"), "--project", "quickstart", "--env", "alpha"],
-    { timeoutMs: 900_000 },
-  );
-  expect(deployed.code, `${deployed.stdout}\n${deployed.stderr}`).toBe(0);
-  // docs/blog/verifiers.md, section 2: the commands that make the task folder.
-  for (const line of shBlock("blog/verifiers.md", "cp -r examples/quickstart").trim().split("\n")) {
-    if (line.startsWith("denv ")) {
-      const argv = line
-        .split(" ")
-        .slice(1)
-        .map((a) => (/^quickstart-/.test(a) ? path.join(work, a) : a));
-      const r = await stack.denv(argv);
-      expect(r.code, `${line}\n${r.stderr}`).toBe(0);
-    } else {
-      const r = await run(
-        "bash",
-        ["-c", `cd ${work} && ${line.replace("examples/", `${repo}/examples/`)}`],
-        process.env,
-      );
-      expect(r.code, line).toBe(0);
-    }
-  }
-  const exported = path.join(work, "vf-exported");
-  const pub = path.join(work, "vf-public");
-  for (const dir of [exported, pub])
-    cpSync(path.join(work, "quickstart-task"), path.join(dir, "quickstart-task"), { recursive: true });
-  const toml = path.join(pub, "quickstart-task/task.toml");
-  writeFileSync(
-    toml,
-    readFileSync(toml, "utf8").replace('network_mode = "no-network"', 'network_mode = "public"'),
-  );
-
-  const vfBefore = await vfImages();
-  const refused = await vfEval(exported);
-  expect(refused.tasks).toEqual([
+  expect(report.tasks).toEqual([
     expect.objectContaining({
-      name: "quickstart-task",
-      prompt: "The shop API in /workspace/app reports wrong order totals. Fix it.",
+      name: "prices-task",
+      prompt: readFileSync(path.join(repo, "examples/verifiers-harbor/instruction.md"), "utf8").trim(),
       image: null,
-      network_allow: [],
+      network_allow: ["*"],
     }),
   ]);
-  expect(refused.rollouts).toEqual([
-    {
-      ok: false,
-      errors: [
-        {
-          type: "EnvError",
-          message: "HarborEnv.run(): ValueError: Harbor Compose on local Docker requires public networking",
-        },
-      ],
-    },
+  expect(report.exit_code).toBe(0);
+  expect(report.rollouts, JSON.stringify(report)).toEqual([
+    { policy: "idle", ok: true, rewards: [{ reward: { score: 0, weight: 1 } }], errors: [] },
+    { policy: "solve", ok: true, rewards: [{ reward: { score: 1, weight: 1 } }], errors: [] },
   ]);
-  expect(await vfImages()).toEqual(vfBefore); // refused before any build
-
-  const stopped = await vfEval(pub);
-  expect(stopped.tasks[0]?.network_allow).toEqual(["*"]);
-  expect(stopped.rollouts).toHaveLength(1);
-  expect(stopped.rollouts[0]?.ok).toBe(false);
-  expect(stopped.rollouts[0]?.errors[0]?.type, JSON.stringify(stopped)).toBe("HarnessError");
-  expect(stopped.rollouts[0]?.errors[0]?.message).toMatch(
-    /^harness setup: RuntimeError: failed to prepare uv script: /,
+  // The solving agent's probe, from its container: no name resolves, no address answers.
+  expect(report.tool_results).toHaveLength(1);
+  expect(report.tool_results[0]).toMatch(
+    /^pypi\.org unreachable: gaierror\n1\.1\.1\.1 unreachable: \w+\ntotal 1854\n$/,
   );
-  // verifiers built and started the compose project (its images are there), then took it down.
-  expect((await vfImages()).filter((i) => !vfBefore.includes(i)).length).toBeGreaterThan(0);
+  // The task as exported (no-network): refused by verifiers' compose runtime on local Docker.
+  expect(report.exported).toBe("Harbor Compose on local Docker requires public networking");
   const left = await run("docker", ["ps", "-a", "--format", "{{.Names}}"], process.env);
   expect(left.stdout.split("\n").filter((n) => n.startsWith("vf-"))).toEqual([]);
 }, 1_200_000);
