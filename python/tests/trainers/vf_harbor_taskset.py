@@ -9,9 +9,8 @@ SCRIPT the ``vf-eval harbor`` block of docs/blog/verifiers.md (section 2), EXPOR
 
 Runs SCRIPT (two rollouts of the task DATASET) with a scripted model on loopback at
 ``$MODEL_URL`` (integration/scripted_model.py): the first rollout to ask gets ``solve``, which
-calls the ``bash`` tool once with SOLVE (which also probes the internet from the agent's
-container), the other ``idle``, which answers at once. Reports what verifiers' own taskset makes
-of the cached dataset (its parsing with Harbor's models), each rollout of the run (from its
+calls the ``bash`` tool once with SOLVE, the other ``idle``, which answers at once. Reports what
+verifiers' own taskset makes of the cached dataset (its parsing with Harbor's models), each rollout of the run (from its
 traces.jsonl: the policy it got, ok, its rewards, its errors), the tool results the model was
 sent back, and what verifiers' compose runtime says to EXPORTED as it is (no-network).
 """
@@ -36,16 +35,10 @@ from verifiers.v1.utils.compile import resolve_runtime_config
 sys.path.insert(0, sys.argv[4])
 import scripted_model
 
-# The solving agent's one command: a probe of the internet from its container (a name and an
-# address, two seconds each), then the task: the sum of the prices the `prices` service serves.
+# The solving agent's one command: the sum of the prices the `prices` service serves. (No probe
+# of the outside: tests send traffic only to loopback and to what they made.)
 SOLVE = """python3 - <<'PY'
-import json, socket, urllib.request
-for host in ("pypi.org", "1.1.1.1"):
-    try:
-        socket.create_connection((host, 443), timeout=2).close()
-        print(host, "reachable")
-    except OSError as e:
-        print(host, "unreachable:", type(e).__name__)
+import json, urllib.request
 with urllib.request.urlopen("http://prices:8080/prices.json", timeout=10) as resp:
     total = sum(item["cents"] for item in json.load(resp))
 with open("/workspace/total.txt", "w") as out:

@@ -270,12 +270,8 @@ it("verifiers: `vf-eval harbor` over the task `denv export harbor` wrote, offlin
     { policy: "idle", ok: true, rewards: [{ reward: { score: 0, weight: 1 } }], errors: [] },
     { policy: "solve", ok: true, rewards: [{ reward: { score: 1, weight: 1 } }], errors: [] },
   ]);
-  // The solving agent's probe, from its container: no name resolves, no address answers (on a
-  // bridge with masquerading, as Docker's default one, both answer on this suite's machines).
-  expect(report.tool_results).toHaveLength(1);
-  expect(report.tool_results[0]).toMatch(
-    /^pypi\.org unreachable: gaierror\n1\.1\.1\.1 unreachable: \w+\ntotal 1854\n$/,
-  );
+  // The solving agent's one command ran in main and read the prices service.
+  expect(report.tool_results).toEqual(["total 1854\n"]);
   // The task as exported (no-network): refused by verifiers' compose runtime on local Docker.
   expect(report.exported).toBe("Harbor Compose on local Docker requires public networking");
   const left = await run("docker", ["ps", "-a", "--format", "{{.Names}}"], process.env);
