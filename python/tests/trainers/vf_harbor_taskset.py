@@ -10,9 +10,10 @@ SCRIPT the ``vf-eval harbor`` block of docs/blog/verifiers.md (section 2), EXPOR
 Runs SCRIPT (two rollouts of the task DATASET) with a scripted model on loopback at
 ``$MODEL_URL`` (integration/scripted_model.py): the first rollout to ask gets ``solve``, which
 calls the ``bash`` tool once with SOLVE, the other ``idle``, which answers at once. Reports what
-verifiers' own taskset makes of the cached dataset (its parsing with Harbor's models), each rollout of the run (from its
-traces.jsonl: the policy it got, ok, its rewards, its errors), the tool results the model was
-sent back, and what verifiers' compose runtime says to EXPORTED as it is (no-network).
+verifiers' own taskset makes of the cached dataset (its parsing with Harbor's models), each
+rollout of the run (from its traces.jsonl: the policy it got, ok, its rewards, its errors), the
+tool results the model was sent back, and what verifiers' compose runtime says to EXPORTED as it
+is (no-network).
 """
 
 import asyncio
