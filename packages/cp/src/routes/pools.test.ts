@@ -127,6 +127,46 @@ describe("warm fork pools", () => {
     await ready(2);
   });
 
+  it("a claim whose members all fail their probe gets the room before the pool refills", async () => {
+    await ready(2);
+    // The members a failed probe discards keep their room while their destroy waits (held here),
+    // and the second member's probe waits too: long enough for several refill passes.
+    h.rogue.set("env.probe_egress", (r) => ({
+      ...(r as object),
+      ok: false,
+      findings: ["the reject rule is gone"],
+    }));
+    const probes = new Set<string>();
+    h.hold = (c) => {
+      if (c.kind === "env.probe_egress") probes.add(c.id);
+      return c.kind === "env.destroy" || (c.kind === "env.probe_egress" && [...probes].indexOf(c.id) > 0);
+    };
+    const probesBefore = h.commands.filter((c) => c.kind === "env.probe_egress").length;
+    let r: Awaited<ReturnType<typeof t.admin.post>>;
+    try {
+      const posted = t.admin.post("/v1/sandboxes", { project: "shop", name: "ep8" });
+      const second = await h.command("env.probe_egress", probesBefore + 1);
+      await new Promise((done) => setTimeout(done, 400));
+      h.release(second.id);
+      r = await posted;
+    } finally {
+      h.rogue.delete("env.probe_egress");
+      h.hold = () => false;
+      for (const c of h.commands.filter((x) => x.kind === "env.destroy" || x.kind === "env.probe_egress")) {
+        try {
+          h.release(c.id);
+        } catch {
+          // answered already
+        }
+      }
+    }
+    // Without the wait the refill took the room the cold fork needed: 409, no host has room.
+    expect(r.status, JSON.stringify(r.body)).toBe(201);
+    expect(r.body.pool).toBe("miss");
+    expect((await t.admin.del("/v1/sandboxes/shop/ep8?wait=true")).status).toBe(200);
+    await ready(2);
+  });
+
   it("survives a restart of the control plane: the same forks, still claimable", async () => {
     const before = members().sort();
     await t.restart({ poolIntervalMs: 50, placementOvercommitMemory: 1 });

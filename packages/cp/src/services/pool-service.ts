@@ -47,6 +47,12 @@ export class PoolService {
    * without reading the project's deployments (a scan that grows with every episode).
    */
   private placements = new Map<string, PlacementEvidence>();
+  /**
+   * Sandbox requests in progress per project: a claim, and after a miss the cold fork it falls
+   * back to. The pool does not refill meanwhile, so that a refill never takes the room a sandbox
+   * asked for now (members a failed probe discarded still hold theirs until they are destroyed).
+   */
+  private demand = new Map<string, number>();
   private timer: NodeJS.Timeout | undefined;
   private ticking: Promise<void> | undefined;
   private again = false;
@@ -190,6 +196,7 @@ export class PoolService {
       const keep = new Set(live.slice(0, size).map((m) => m.id));
       for (const m of members) if (!keep.has(m.id) && m.status !== "pending") this.retire(m, "retired");
       if (!version || size === 0 || (this.backoff.get(project) ?? 0) > Date.now()) continue;
+      if ((this.demand.get(project) ?? 0) > 0) continue;
       const filling = live.filter((m) => m.status === "pending").length;
       const missing = Math.min(size - Math.min(live.length, size), FILL_CONCURRENCY - filling);
       for (let i = 0; i < missing; i++) {
@@ -252,17 +259,34 @@ export class PoolService {
 
   /**
    * A ready member of `version` becomes sandbox `project/name`, after its egress probe passed
-   * again; undefined when none is ready (the caller forks cold).
+   * again; undefined when none is ready: the caller forks cold, then calls `coldForkDone`
+   * (the pool's refill waits for it).
    */
   claim(project: string, version: string, name: string, expiresAt: string): Promise<Claimed | undefined> {
+    this.demand.set(project, (this.demand.get(project) ?? 0) + 1);
     const prev = this.claiming.get(project) ?? Promise.resolve();
-    const next = prev.then(() => this.claimNow(project, version, name, expiresAt));
+    const next = prev.then(async () => {
+      const claimed = await this.claimNow(project, version, name, expiresAt).catch((err: unknown) => {
+        this.coldForkDone(project);
+        throw err;
+      });
+      if (claimed) this.coldForkDone(project);
+      return claimed;
+    });
     const settled = next.catch(() => undefined);
     this.claiming.set(project, settled);
     void settled.finally(() => {
       if (this.claiming.get(project) === settled) this.claiming.delete(project);
     });
     return next;
+  }
+
+  /** The cold fork after a missed claim of `project` is done (or failed): the pool may refill. */
+  coldForkDone(project: string): void {
+    const n = (this.demand.get(project) ?? 1) - 1;
+    if (n > 0) this.demand.set(project, n);
+    else this.demand.delete(project);
+    this.kick();
   }
 
   private async claimNow(

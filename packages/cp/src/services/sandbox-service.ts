@@ -134,6 +134,7 @@ export class SandboxService {
   ): Promise<Outcome> {
     const alpha = await this.store.getEnvironment(`${req.project}/alpha`);
     const sourceEnv = req.version === undefined && alpha?.version ? "alpha" : undefined;
+    let missed = false;
     if (this.pools) {
       try {
         const version = await this.deployments.resolveVersion(p, req.project, sourceEnv, req.version);
@@ -142,6 +143,7 @@ export class SandboxService {
           const hit = await this.pools.claim(req.project, version, sandboxName, expiresAt);
           if (hit)
             return { ok: true, env: presentEnvironment(hit.env, this.online), placement: hit.placement };
+          missed = true;
           name = sandboxName;
         }
       } catch (err) {
@@ -149,6 +151,20 @@ export class SandboxService {
         return { ok: false, sandbox: name ? `${req.project}/${name}` : req.project, error: err };
       }
     }
+    try {
+      return await this.coldFork(p, req, sourceEnv, name, expiresAt);
+    } finally {
+      if (missed) this.pools?.coldForkDone(req.project);
+    }
+  }
+
+  private async coldFork(
+    p: Principal,
+    req: z.output<typeof CreateSandbox>,
+    sourceEnv: string | undefined,
+    name: string | undefined,
+    expiresAt: string,
+  ): Promise<Outcome> {
     let d: DeploymentRecord;
     try {
       d = await this.deployments.startFork(p, req.project, sourceEnv, req.version, name, {
