@@ -130,9 +130,12 @@ describe("how-to/connect-a-target.md: a cloud account (AWS)", () => {
       outputs.push(r.stdout + r.stderr);
       expect([line, r.status, r.stderr]).toEqual([line, code, code === 0 ? "" : r.stderr]);
       // The first instance is asked for right after the answer (a few ms here; the SDK loads
-      // first): the page's next commands show it once it is.
+      // first, which took over 10 s on a loaded CI machine): the page's next commands show it once it is.
       if (line.startsWith("denv targets add aws fleet ")) {
-        await waitFor(async () => (await t.admin.get("/v1/targets/fleet/machines")).body.machines.length > 0);
+        await waitFor(
+          async () => (await t.admin.get("/v1/targets/fleet/machines")).body.machines.length > 0,
+          60_000,
+        );
       }
     }
     const all = outputs.join("\n");
