@@ -19,6 +19,25 @@ interface EngineHost {
   dockerLog: string;
 }
 
+/** Network namespace `netns` with eth0 (`address`/24) on `bridge`, through the veth pair `veth` - `peer`. */
+export async function makeNamespace(o: {
+  netns: string;
+  veth: string;
+  peer: string;
+  bridge: string;
+  address: string;
+}): Promise<void> {
+  const ns = (...args: string[]) => sh("ip", ["-n", o.netns, ...args]);
+  await sh("ip", ["netns", "add", o.netns]);
+  await sh("ip", ["link", "add", o.veth, "type", "veth", "peer", "name", o.peer]);
+  await sh("ip", ["link", "set", o.veth, "master", o.bridge, "up"]);
+  await sh("ip", ["link", "set", o.peer, "netns", o.netns]);
+  await ns("link", "set", o.peer, "name", "eth0");
+  await ns("addr", "add", `${o.address}/24`, "dev", "eth0");
+  await ns("link", "set", "eth0", "up");
+  await ns("link", "set", "lo", "up");
+}
+
 /**
  * Makes a host's network namespace (eth0 on `bridge`, through the veth pair `veth` - `peer`),
  * starts its Docker engine in it and loads the base image once `saved` wrote it to `baseTar`.
@@ -31,15 +50,7 @@ export async function startEngine(
   const { peer, bridge, saved, baseTar, started } = o;
   mkdirSync(h.run, { recursive: true, mode: 0o700 });
   mkdirSync(h.stateDir, { recursive: true, mode: 0o700 });
-  const ns = (...args: string[]) => sh("ip", ["-n", h.netns, ...args]);
-  await sh("ip", ["netns", "add", h.netns]);
-  await sh("ip", ["link", "add", h.veth, "type", "veth", "peer", "name", peer]);
-  await sh("ip", ["link", "set", h.veth, "master", bridge, "up"]);
-  await sh("ip", ["link", "set", peer, "netns", h.netns]);
-  await ns("link", "set", peer, "name", "eth0");
-  await ns("addr", "add", `${h.address}/24`, "dev", "eth0");
-  await ns("link", "set", "eth0", "up");
-  await ns("link", "set", "lo", "up");
+  await makeNamespace({ ...h, peer, bridge });
   // nsenter --net, not `ip netns exec`: that one also makes a private mount namespace, and
   // dockerd must see the btrfs store denvd mounts.
   const p = startProc(

@@ -3,6 +3,7 @@ import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync 
 import path from "node:path";
 import { promisify } from "node:util";
 import { cleanEnv, type Proc, startProc, waitUntil } from "./fixture-procs.js";
+import { makeNamespace } from "./hosts-engines.js";
 import type { Hosts } from "./hosts-fixture.js";
 import { LIB_ROOT, PREFIX } from "./hosts-teardown.js";
 import { type RunResult, repo, run } from "./stack.js";
@@ -125,15 +126,7 @@ export async function bootMachine(
   const boot = path.join(dir, "boot.sh");
   writeFileSync(boot, bootScript(dir, o.lower), { mode: 0o700 });
 
-  const ns = (...args: string[]) => sh("ip", ["-n", netns, ...args]);
-  await sh("ip", ["netns", "add", netns]);
-  await sh("ip", ["link", "add", veth, "type", "veth", "peer", "name", peer]);
-  await sh("ip", ["link", "set", veth, "master", `${PREFIX}${id}`, "up"]);
-  await sh("ip", ["link", "set", peer, "netns", netns]);
-  await ns("link", "set", peer, "name", "eth0");
-  await ns("addr", "add", `${address}/24`, "dev", "eth0");
-  await ns("link", "set", "eth0", "up");
-  await ns("link", "set", "lo", "up");
+  await makeNamespace({ netns, veth, peer, bridge: `${PREFIX}${id}`, address });
 
   // nsenter --net, not `ip netns exec`: that one mounts a fresh /sys, without the cgroup
   // hierarchies the machine's engine needs.
