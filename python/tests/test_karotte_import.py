@@ -89,6 +89,7 @@ def test_imports_the_example(tmp_path: Path) -> None:
         "user": "root",
         "workdir": "/workdir",
         "sandbox": "gvisor",
+        "capabilities": ["SYS_ADMIN", "SYS_PTRACE"],
     }
     assert x["egress"] == "deny"
     verifier = x["verifier"]

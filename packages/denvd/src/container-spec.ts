@@ -21,7 +21,7 @@ export const AGENT_CAPS = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID"
  * What a confined agent (x-denv.agent.sandbox: gvisor) keeps: Docker's default set but raw
  * sockets and device nodes. Under gVisor these are capabilities of gVisor's own kernel, so root
  * can install packages, own files and bind low ports inside the sandbox and holds nothing on
- * the host.
+ * the host. x-denv.agent.capabilities adds SYS_ADMIN or SYS_PTRACE of that same kernel.
  */
 export const SANDBOXED_AGENT_CAPS = [
   "CHOWN",
@@ -139,7 +139,11 @@ export function containerSpec(input: SpecInput): Docker.ContainerCreateOptions {
       StorageOpt: input.layerCapBytes !== undefined ? { size: String(input.layerCapBytes) } : undefined,
       ...confinement(svc.resources, {
         capDrop: rl ? (isAgent ? ["ALL"] : [...new Set([...SERVICE_CAP_DROP, ...svc.capDrop])]) : svc.capDrop,
-        capAdd: sandboxed ? SANDBOXED_AGENT_CAPS : rl && isAgent ? AGENT_CAPS : [],
+        capAdd: sandboxed
+          ? [...SANDBOXED_AGENT_CAPS, ...(plan.agent.capabilities ?? [])]
+          : rl && isAgent
+            ? AGENT_CAPS
+            : [],
         // Kind service asks for it in the file (security_opt): there, root must keep its
         // capabilities in `exec --user root` when the service runs as a non-root user.
         noNewPrivileges: rl || svc.noNewPrivileges === true,

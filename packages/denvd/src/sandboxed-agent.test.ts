@@ -157,6 +157,43 @@ describe("a root agent confined by gVisor", () => {
     }
   }, 240_000);
 
+  it("adds SYS_ADMIN of gVisor's kernel when the file asks: namespaces inside, nothing on the host", async () => {
+    const dir = await writeProject({
+      "compose.yaml": COMPOSE.replace("sandbox: gvisor}", "sandbox: gvisor, capabilities: [SYS_ADMIN]}"),
+    });
+    const info = await rt.deploy({ project: "admin", projectDir: dir });
+    const rec = await requireEnvironment(rt.host, info.id);
+    expect(rec.evidence.agent).toMatchObject({ confinement: "gvisor", capabilities: ["SYS_ADMIN"] });
+    const run = async (shell: string) => {
+      const r = await rt.exec(info.id, { shell });
+      return { code: r.exitCode, out: r.stdout.toString().trim(), err: r.stderr.toString().trim() };
+    };
+    // CAP_SYS_ADMIN is bit 21 of the effective set; the default sandbox (above) has it clear.
+    const capEff = (text: string) => BigInt(`0x${/CapEff:\s*([0-9a-f]+)/.exec(text)?.[1] ?? "0"}`);
+    expect(capEff((await run("cat /proc/self/status")).out) & (1n << 21n)).toBe(1n << 21n);
+    expect(capEff((await sh("cat /proc/self/status")).out) & (1n << 21n)).toBe(0n);
+    // A session in a PID namespace of its own (Karotte's), and a mount, both in gVisor's kernel.
+    const pidns = await run(
+      'unshare --pid --fork --mount-proc sh -c \'echo $$; cat /proc/[0-9]*/cmdline | tr "\\0" " "\'',
+    );
+    expect(pidns, pidns.err).toMatchObject({ code: 0 });
+    expect(pidns.out.split("\n")[0]).toBe("1");
+    // The sandbox's own `sleep infinity` is outside the new namespace, so not in its /proc.
+    expect(pidns.out).not.toContain("sleep infinity");
+    const mounted = await run("mkdir -p /mnt/m && mount -t tmpfs none /mnt/m && stat -f -c %T /mnt/m");
+    expect(mounted, mounted.err).toMatchObject({ code: 0, out: "tmpfs" });
+    const { readFileSync } = await import("node:fs");
+    expect(readFileSync("/proc/mounts", "utf8")).not.toMatch(/ \/mnt\/m /);
+    // The attack rows still hold: the host's listener is not reached, its processes not seen.
+    const dial = await run(
+      `timeout 5 bash -c 'exec 3<>/dev/tcp/${rec.network.gateway}/${listener.port}' && echo open || echo closed`,
+    );
+    expect(dial.out).toBe("closed");
+    expect(listener.hits).toEqual([]);
+    expect((await run("cat /proc/[0-9]*/cmdline | tr '\\0' ' '")).out).not.toMatch(/dockerd|containerd|node/);
+    await rt.destroy(info.id);
+  }, 240_000);
+
   it("keeps root refused in an agent that is not sandboxed", async () => {
     const plain = await writeProject({
       "compose.yaml": COMPOSE.replace(", sandbox: gvisor", "").replace("user: root, ", ""),

@@ -149,6 +149,15 @@ export type VerifierPlan = z.infer<typeof VerifierPlan>;
 export const AgentSandbox = z.enum(["gvisor"]);
 export type AgentSandbox = z.infer<typeof AgentSandbox>;
 
+/**
+ * Capabilities a sandboxed agent may add to gVisor's kernel (x-denv.agent.capabilities): under
+ * gVisor they are capabilities of the sandbox's own kernel, never the host's. SYS_ADMIN lets a
+ * root agent build namespaces (Karotte's per-session PID namespace), SYS_PTRACE lets it read its
+ * children's /proc (Karotte's memory watchdog).
+ */
+export const SandboxCapability = z.enum(["SYS_ADMIN", "SYS_PTRACE"]);
+export type SandboxCapability = z.infer<typeof SandboxCapability>;
+
 export const AgentPlan = z.object({
   service: z.string(),
   /** The user exec defaults to (name or uid[:gid]); root only inside a `sandbox`. */
@@ -156,6 +165,8 @@ export const AgentPlan = z.object({
   workdir: z.string(),
   /** gvisor: the agent service runs under gVisor's runsc, and the agent may be root in it. */
   sandbox: AgentSandbox.optional(),
+  /** Added to the sandboxed agent's set (only with a `sandbox`). */
+  capabilities: z.array(SandboxCapability).optional(),
 });
 export type AgentPlan = z.infer<typeof AgentPlan>;
 

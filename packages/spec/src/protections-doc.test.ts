@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import {
+  ComposeReasons,
   ControlPlaneMessages,
   EgressFindings,
   HarborTaskMessages,
@@ -10,12 +11,15 @@ import {
   TrlMessages,
   VerifiersMessages,
 } from "./messages.js";
+import { SandboxCapability } from "./plan.js";
 
 const doc = readFileSync(new URL("../../../docs/reference/protections.md", import.meta.url), "utf8");
 
 describe("docs/reference/protections.md lists every exact string", () => {
   it("has each protection's message, with placeholders for the variable parts", () => {
     expect(doc).toContain(Protection.agentRoot("<service>"));
+    expect(doc).toContain(ComposeReasons.agentCapability("<capability>", SandboxCapability.options));
+    expect(doc).toContain(ComposeReasons.agentCapabilitiesUnsandboxed);
     expect(doc).toContain(Protection.agentSurvived("<count>" as unknown as number));
     expect(doc).toContain(Protection.specialFile("<path>", "<reason>" as never));
     expect(doc).toContain(Protection.egressLeak("<environment>", "<findings>"));

@@ -86,8 +86,8 @@ afterAll(async () => {
 it("imports, deploys, runs karotte with its fake model in three forks, grades 1.0, 0.0 and refused, and runs karotte's own check", async () => {
   const lines = runnableLines("blog/karotte.md", "karotte");
   // The blocks in page order: import + deploy (4), solved (3), idle (3), cheat (4), the answer key
-  // in the verifier only (7), the check (2).
-  expect(lines.length).toBe(23);
+  // in the verifier only (7), the check (4).
+  expect(lines.length).toBe(25);
   const [importDeploy, solved, idle, cheat, key, check] = [
     lines.slice(0, 4),
     lines.slice(4, 7),
@@ -204,7 +204,7 @@ it("imports, deploys, runs karotte with its fake model in three forks, grades 1.
   ]);
   expect(again).toMatchObject({ status: "graded", reward: 0, rewards: { step_1: 0 } });
 
-  const [confinement = "", answerKey = ""] = await runLines(check);
+  const [confinement = "", answerKey = "", pidns = "", killChild = ""] = await runLines(check);
   const report = JSON.parse(
     confinement.slice(confinement.indexOf("{"), confinement.lastIndexOf("}") + 1),
   ) as {
@@ -219,6 +219,9 @@ it("imports, deploys, runs karotte with its fake model in three forks, grades 1.
   );
   expect(report.findings.find((f) => f.name === "sandbox")?.value).toBe("gvisor");
   expect(answerKey).toContain("Permission denied");
+  // The capability is there (x-denv.agent.capabilities); what fails is gVisor's missing pidfd_open.
+  expect(pidns).toBe("");
+  expect(killChild).toContain("pidfd_open failed: Function not implemented");
 
   for (const name of ["solved", "idle", "cheat"]) {
     expect((await stack.denv(["env", "destroy", `karotte-hello/${name}`])).code).toBe(0);

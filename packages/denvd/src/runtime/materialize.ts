@@ -355,6 +355,9 @@ async function agentPrincipal(
     root,
     confinement: agentRuntime === undefined ? "container" : "gvisor",
     ...(agentRuntime === undefined ? {} : { runtime: agentRuntime }),
+    ...(agentRuntime !== undefined && plan.agent.capabilities?.length
+      ? { capabilities: plan.agent.capabilities }
+      : {}),
   };
 }
 

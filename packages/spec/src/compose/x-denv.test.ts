@@ -94,6 +94,29 @@ describe("x-denv", () => {
     expect(accept(base).agent.sandbox).toBeUndefined();
   });
 
+  it("adds SYS_ADMIN and SYS_PTRACE only to a sandboxed agent, and nothing else", () => {
+    const caps = "[sys_admin, CAP_SYS_PTRACE, SYS_ADMIN]";
+    expect(
+      accept(`${base}x-denv: {agent: {user: root, sandbox: gvisor, capabilities: ${caps}}}\n`).agent,
+    ).toEqual({
+      service: "main",
+      user: "root",
+      workdir: "/workspace",
+      sandbox: "gvisor",
+      capabilities: ["SYS_ADMIN", "SYS_PTRACE"],
+    });
+    expect(refusals(`${base}x-denv: {agent: {capabilities: [SYS_ADMIN]}}\n`)).toEqual([
+      "'x-denv.agent.capabilities' is refused: capabilities are added only inside an agent sandbox, whose kernel is not the host's (protection 1): set x-denv.agent.sandbox: gvisor",
+    ]);
+    expect(refusals(`${base}x-denv: {agent: {sandbox: gvisor, capabilities: [NET_ADMIN, ALL]}}\n`)).toEqual([
+      "'x-denv.agent.capabilities' is refused: 'NET_ADMIN' cannot be added to the agent: a sandboxed agent may add SYS_ADMIN or SYS_PTRACE",
+      top("x-denv.agent.capabilities", R.agentCapability("ALL", ["SYS_ADMIN", "SYS_PTRACE"])),
+    ]);
+    expect(refusals(`${base}x-denv: {agent: {sandbox: gvisor, capabilities: SYS_ADMIN}}\n`)).toEqual([
+      top("x-denv.agent.capabilities", R.expected("a list of capabilities", 'the string "SYS_ADMIN"')),
+    ]);
+  });
+
   it("takes egress mirrors on an rl-environment (the host's package mirrors through the proxy)", () => {
     expect(accept(`${base}x-denv: {egress: mirrors}\n`).egress).toBe("mirrors");
     expect(refusals(`${base}x-denv: {egress: public}\n`)).toEqual([top("x-denv.egress", R.egress("public"))]);

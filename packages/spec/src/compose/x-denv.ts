@@ -5,7 +5,15 @@ import {
   DefaultDiskBytes,
   MAX_POOL_SIZE,
 } from "../messages.js";
-import type { AgentPlan, AgentSandbox, DiskCaps, ProjectKind, Resources, ServicePlan } from "../plan.js";
+import {
+  type AgentPlan,
+  type AgentSandbox,
+  type DiskCaps,
+  type ProjectKind,
+  type Resources,
+  SandboxCapability,
+  type ServicePlan,
+} from "../plan.js";
 import { isRootUser } from "../users.js";
 import type { Findings, Refuse } from "./findings.js";
 import { parseResourceBlock, withDefaults } from "./resources.js";
@@ -18,7 +26,13 @@ export interface XDenv {
   egress: "deny" | "mirrors" | "allow";
   /** Caps of services and of the verifier where they give none. */
   defaults: Resources;
-  agent: { service?: string; user?: string; workdir?: string; sandbox?: AgentSandbox };
+  agent: {
+    service?: string;
+    user?: string;
+    workdir?: string;
+    sandbox?: AgentSandbox;
+    capabilities?: SandboxCapability[];
+  };
   /** Parsed by parseVerifier once the agent is known. */
   verifier?: unknown;
   /** Undefined: every named volume. */
@@ -124,7 +138,7 @@ function parseAgent(value: unknown, refuse: Refuse, kind: ProjectKind): XDenv["a
     refuse(
       "agent",
       ComposeReasons.expected(
-        "a service name or a mapping with service, user, workdir and sandbox",
+        "a service name or a mapping with service, user, workdir, sandbox and capabilities",
         describe(value),
       ),
     );
@@ -148,6 +162,20 @@ function parseAgent(value: unknown, refuse: Refuse, kind: ProjectKind): XDenv["a
     } else if (k === "sandbox") {
       if (text === "gvisor") agent.sandbox = text;
       else refuse("agent.sandbox", ComposeReasons.agentSandbox(text ?? describe(v)));
+    } else if (k === "capabilities") {
+      const caps = stringList(v);
+      if (caps === undefined) {
+        refuse("agent.capabilities", ComposeReasons.expected("a list of capabilities", describe(v)));
+        continue;
+      }
+      agent.capabilities = [];
+      for (const cap of caps) {
+        // Spelled as compose's cap_add spells them, with or without CAP_.
+        const name = SandboxCapability.safeParse(cap.toUpperCase().replace(/^CAP_/, ""));
+        if (!name.success)
+          refuse("agent.capabilities", ComposeReasons.agentCapability(cap, SandboxCapability.options));
+        else if (!agent.capabilities.includes(name.data)) agent.capabilities.push(name.data);
+      }
     } else if (k === "workdir") {
       if (text === undefined || text === "")
         refuse("agent.workdir", ComposeReasons.expected("an absolute path", describe(v)));
@@ -160,6 +188,10 @@ function parseAgent(value: unknown, refuse: Refuse, kind: ProjectKind): XDenv["a
   if (kind === "rl-environment" && agent.user !== undefined && isRootUser(agent.user) && !agent.sandbox) {
     refuse("agent.user", ComposeReasons.agentRoot);
     delete agent.user;
+  }
+  if (agent.capabilities !== undefined && !agent.sandbox) {
+    refuse("agent.capabilities", ComposeReasons.agentCapabilitiesUnsandboxed);
+    delete agent.capabilities;
   }
   return agent;
 }
@@ -219,6 +251,7 @@ export function resolveAgent(
     user: x.agent.user ?? serviceUser ?? AGENT_DEFAULT_USER,
     workdir: x.agent.workdir ?? service.workingDir ?? AGENT_DEFAULT_WORKDIR,
     ...(x.agent.sandbox ? { sandbox: x.agent.sandbox } : {}),
+    ...(x.agent.capabilities?.length ? { capabilities: x.agent.capabilities } : {}),
   };
 }
 

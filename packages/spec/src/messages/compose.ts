@@ -161,6 +161,10 @@ export const ComposeReasons = {
   agentRoot:
     "the agent is never root on an rl-environment (protection 1); give a non-root user, or confine it with x-denv.agent.sandbox: gvisor",
   agentSandbox: (value: string) => `'${value}' is not an agent sandbox: use gvisor`,
+  agentCapability: (value: string, allowed: readonly string[]) =>
+    `'${value}' cannot be added to the agent: a sandboxed agent may add ${allowed.join(" or ")}`,
+  agentCapabilitiesUnsandboxed:
+    "capabilities are added only inside an agent sandbox, whose kernel is not the host's (protection 1): set x-denv.agent.sandbox: gvisor",
   verifierEgress: (value: string) =>
     `'${value}' is not a verifier egress policy: use deny, or mirrors (the host's package mirrors, through denvd's proxy)`,
   verifierServices: (value: string) =>

@@ -76,6 +76,8 @@ export const AgentEvidence = z.object({
   confinement: z.enum(["container", "gvisor"]),
   /** The engine runtime that confined it (gvisor). */
   runtime: z.string().optional(),
+  /** Capabilities of the sandbox's kernel added to the agent's set (x-denv.agent.capabilities). */
+  capabilities: z.array(z.string()).optional(),
 });
 export type AgentEvidence = z.infer<typeof AgentEvidence>;
 

@@ -219,7 +219,16 @@ def compose_document(project: str, workdir: str, answer_key: str = "image") -> d
         },
         "x-denv": {
             "kind": "rl-environment",
-            "agent": {"service": "main", "user": "root", "workdir": workdir, "sandbox": "gvisor"},
+            "agent": {
+                "service": "main",
+                "user": "root",
+                "workdir": workdir,
+                "sandbox": "gvisor",
+                # What Karotte's own docker:gvisor runtime adds, both of gVisor's kernel:
+                # SYS_ADMIN builds each student session's PID namespace, SYS_PTRACE lets the
+                # memory watchdog read the student's /proc/PID/smaps.
+                "capabilities": ["SYS_ADMIN", "SYS_PTRACE"],
+            },
             "egress": "deny",
             "verifier": {
                 "build": dict(build),
