@@ -132,10 +132,14 @@ const checkInterrupted = () => {
 
 let seq = 0;
 /** One sandbox, created and timed; `pool` says whether it was a claim. */
-async function sandbox(client: DenvClient): Promise<{ id: string; ms: number; pool: string }> {
+async function sandbox(
+  client: DenvClient,
+): Promise<{ id: string; ms: number; pool: string; probeMs: number | undefined }> {
   const t0 = performance.now();
   const s = await client.createSandbox({ project: PROJECT, name: `b${++seq}`, ttl_sec: 900 });
-  return { id: s.id, ms: performance.now() - t0, pool: s.pool ?? "miss" };
+  // A claim's probe, as its host timed it (the part of the claim that proves isolation again).
+  const claim = s.evidence?.pool as { probe?: { duration_ms?: number } } | undefined;
+  return { id: s.id, ms: performance.now() - t0, pool: s.pool ?? "miss", probeMs: claim?.probe?.duration_ms };
 }
 
 interface EpisodeRun {
@@ -230,14 +234,16 @@ async function main(): Promise<number> {
     }
     await client.setPool(PROJECT, 1);
     const warm: number[] = [];
+    const probes: number[] = [];
     for (let i = 0; i < cfg.claims; i++) {
       await waitReady(client, 1);
       const s = await sandbox(client);
       if (s.pool !== "hit") throw new Error(`a claim from a ready pool said pool: ${s.pool}`);
       warm.push(s.ms);
+      if (s.probeMs !== undefined) probes.push(s.probeMs);
       await client.deleteSandbox(s.id);
     }
-    raw.claims = { cold, warm };
+    raw.claims = { cold, warm, probes };
     const claimRow: Row = {
       name: "sandbox ready: claimed from the pool vs forked cold (median)",
       denv: round(median(warm)),
@@ -247,7 +253,11 @@ async function main(): Promise<number> {
       ratioKind: "baseline/denv",
       target: "info",
       verdict: "info",
-      note: `p99 claim ${round(pct(warm, 99))} ms, p99 cold ${round(pct(cold, 99))} ms`,
+      note:
+        `p99 claim ${round(pct(warm, 99))} ms, p99 cold ${round(pct(cold, 99))} ms` +
+        (probes.length > 0
+          ? `; the claim's egress probe on its host: median ${round(median(probes))} ms`
+          : ""),
     };
     claimRow.ratio = ratioOf(claimRow);
     rows.push(claimRow);
