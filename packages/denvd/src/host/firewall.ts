@@ -31,7 +31,8 @@ function ruleSpecs(networkId: string, family: Family): string[][] {
   const tag = ["-m", "comment", "--comment", `denv:${networkId.slice(0, 12)}`];
   return [
     // Replies to connections the host opened (denvd's port tunnels) come back in on the bridge.
-    [...head, "-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", ...tag, "-j", "ACCEPT"],
+    // The states in the order `iptables -S` lists them (hasRejectRule finds the rule as listed).
+    [...head, "-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", ...tag, "-j", "ACCEPT"],
     [...head, "-p", "tcp", ...tag, "-j", "REJECT", "--reject-with", "tcp-reset"],
     [...head, ...tag, "-j", "REJECT", "--reject-with", family.unreachable],
   ];
@@ -58,11 +59,26 @@ export async function rejectToHost(networkId: string): Promise<void> {
 }
 
 export async function hasRejectRule(networkId: string): Promise<boolean> {
-  // Every rule checked at once: each check only reads the chain.
-  const checks = families().flatMap((family) =>
-    ruleSpecs(networkId, family).map((spec) => run(family.tool, ["-w", "-C", ...spec])),
+  // One listing of the chain per family, the rules looked up in it: a `-C` per rule is a process
+  // and a read of the whole ruleset each (most of a claim's probe). A rule not found as listed
+  // (absent, or an iptables that prints it otherwise) is asked of the kernel with `-C`, so the
+  // answer stays the kernel's.
+  const present = await Promise.all(
+    families().map(async (family) => {
+      const specs = ruleSpecs(networkId, family);
+      const listed = await run(family.tool, ["-w", "-S", "INPUT"]);
+      const lines = new Set(listed.code === 0 ? listed.stdout.split("\n").map((l) => l.trim()) : []);
+      const unlisted = specs.filter((spec) => !lines.has(listedForm(spec)));
+      const checks = await Promise.all(unlisted.map((spec) => run(family.tool, ["-w", "-C", ...spec])));
+      return checks.every((r) => r.code === 0);
+    }),
   );
-  return (await Promise.all(checks)).every((r) => r.code === 0);
+  return present.every(Boolean);
+}
+
+/** A rule as `iptables -S` prints it (the comment quoted). */
+function listedForm(spec: string[]): string {
+  return ["-A", ...spec.map((arg) => (arg.startsWith("denv:") ? `"${arg}"` : arg))].join(" ");
 }
 
 export async function removeRejectRule(networkId: string): Promise<void> {
