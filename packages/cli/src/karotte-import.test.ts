@@ -47,7 +47,13 @@ describe("import karotte", () => {
       services: ["main"],
     });
     const x = YAML.parse(readFileSync(path.join(cwd, "hello-denv/compose.yaml"), "utf8"))["x-denv"];
-    expect(x.agent).toEqual({ service: "main", user: "root", workdir: "/workdir", sandbox: "gvisor" });
+    expect(x.agent).toEqual({
+      service: "main",
+      user: "root",
+      workdir: "/workdir",
+      sandbox: "gvisor",
+      capabilities: ["SYS_ADMIN", "SYS_PTRACE"],
+    });
     expect(x.verifier.submission).toEqual(["/out"]);
     const text = await denv(["import", "karotte", hello, "--out", "second", "--project", "kh"], {
       cwd,
