@@ -136,7 +136,7 @@ REFUSALS: list[tuple[str, Callable[[Path], None], str]] = [
     (
         "unknown verifier mode",
         _toml('[verifier]\nenvironment_mode = "elsewhere"\n'),
-        messages.harbor_unsupported(
+        messages.import_unsupported(
             "T/task.toml",
             "verifier.environment_mode",
             '\'elsewhere\' (expected "shared" or "separate")',
@@ -255,7 +255,7 @@ def test_refuses_a_non_empty_out(tmp_path: Path) -> None:
     (out / "x").write_text("")
     with pytest.raises(HarborImportError, match=r"^O is not empty") as caught:
         import_task(HELLO, out, "p", labels=("T", "O"))
-    assert str(caught.value) == messages.harbor_not_empty("O")
+    assert str(caught.value) == messages.import_not_empty("O")
     assert caught.value.code == "conflict"
 
 

@@ -7,7 +7,9 @@ import pytest
 from conftest import REPO
 from denv import messages
 
-MESSAGES_TS = (REPO / "packages" / "spec" / "src" / "messages.ts").read_text()
+SPEC = REPO / "packages" / "spec" / "src"
+# messages.ts and what every importer shares (messages/import.ts), which it re-exports.
+MESSAGES_TS = (SPEC / "messages.ts").read_text() + (SPEC / "messages" / "import.ts").read_text()
 
 
 def ts_template(name: str) -> str:
@@ -69,11 +71,11 @@ def test_harbor_task_messages() -> None:
         ts_template("missingFile"), file="T/task.toml"
     )
     assert messages.harbor_no_environment("T") == render(ts_template("noEnvironment"), dir="T")
-    got = messages.harbor_unsupported("T/task.toml", "environment.gpus", "why")
+    got = messages.import_unsupported("T/task.toml", "environment.gpus", "why")
     assert got == render(
         ts_template("unsupported"), file="T/task.toml", key="environment.gpus", reason="why"
     )
-    assert messages.harbor_not_empty("O") == render(ts_template("notEmpty"), dir="O")
+    assert messages.import_not_empty("O") == render(ts_template("notEmpty"), dir="O")
 
 
 def test_verifiers_host_shell() -> None:

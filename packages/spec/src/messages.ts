@@ -6,9 +6,12 @@
  * so that `@denv/spec/messages` stays the one place to import any of them from.
  */
 
+import { ImportMessages } from "./messages/import.js";
+
 export * from "./messages/compose.js";
 export * from "./messages/control-plane.js";
 export * from "./messages/host.js";
+export * from "./messages/import.js";
 export * from "./messages/karotte.js";
 
 export const Protection = {
@@ -91,8 +94,7 @@ export const HarborTaskMessages = {
   missingFile: (file: string) => `${file}: missing; a Harbor task needs it`,
   noEnvironment: (dir: string) =>
     `${dir}/environment: no Dockerfile, no docker-compose.yaml and no [environment] docker_image in task.toml`,
-  unsupported: (file: string, key: string, reason: string) => `${file}: '${key}' cannot be mapped: ${reason}`,
-  notEmpty: (dir: string) => `${dir} is not empty: write into a new or empty directory`,
+  ...ImportMessages,
   /** denv.harbor refuses a task that asks for internet access (Harbor: enforce it or refuse). */
   publicNetwork: (task: string) =>
     `refused: task '${task}' asks for network_mode "public", and public_network=refuse is set; an rl-environment reaches at most the host's package mirrors (protection 5): pass --ek public_network=mirrors for those, or deny to run it without internet`,

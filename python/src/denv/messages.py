@@ -127,8 +127,8 @@ def harbor_no_environment(dir: str) -> str:
     )
 
 
-def harbor_unsupported(file: str, key: str, reason: str) -> str:
-    """``denv import harbor``: a key of the task denv cannot map (``HarborTaskMessages``).
+def import_unsupported(file: str, key: str, reason: str) -> str:
+    """``denv import``: a key denv cannot map (``ImportMessages``).
 
     Args:
         file: The file that has the key.
@@ -141,8 +141,8 @@ def harbor_unsupported(file: str, key: str, reason: str) -> str:
     return f"{file}: '{key}' cannot be mapped: {reason}"
 
 
-def harbor_not_empty(dir: str) -> str:
-    """``denv import harbor``: the folder to write holds something (``HarborTaskMessages``).
+def import_not_empty(dir: str) -> str:
+    """``denv import``: the folder to write holds something (``ImportMessages``).
 
     Args:
         dir: The folder, as the user named it.
@@ -200,29 +200,3 @@ def karotte_missing_file(file: str) -> str:
         The exact message.
     """
     return f"{file}: missing; a Karotte environment needs it"
-
-
-def karotte_unsupported(file: str, key: str, reason: str) -> str:
-    """``denv import karotte``: a key of the environment denv cannot map (``KarotteMessages``).
-
-    Args:
-        file: The file that has the key.
-        key: The key, dotted.
-        reason: Why.
-
-    Returns:
-        The exact message.
-    """
-    return f"{file}: '{key}' cannot be mapped: {reason}"
-
-
-def karotte_not_empty(dir: str) -> str:
-    """``denv import karotte``: the folder to write holds something (``KarotteMessages``).
-
-    Args:
-        dir: The folder, as the user named it.
-
-    Returns:
-        The exact message.
-    """
-    return f"{dir} is not empty: write into a new or empty directory"

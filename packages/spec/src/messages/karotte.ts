@@ -1,9 +1,10 @@
+import { ImportMessages } from "./import.js";
+
 /**
  * `denv import karotte`: what cannot be mapped from a Karotte environment folder to a denv project
  * folder. One line naming the file and the key (python/src/denv/messages.py mirrors them).
  */
 export const KarotteMessages = {
   missingFile: (file: string) => `${file}: missing; a Karotte environment needs it`,
-  unsupported: (file: string, key: string, reason: string) => `${file}: '${key}' cannot be mapped: ${reason}`,
-  notEmpty: (dir: string) => `${dir} is not empty: write into a new or empty directory`,
+  ...ImportMessages,
 } as const;

@@ -152,7 +152,7 @@ def import_task(
     gpus = env_cfg.get("gpus")
     if _number(gpus) and gpus > 0:
         raise HarborImportError(
-            M.harbor_unsupported(toml_label, "environment.gpus", "denv does not offer GPUs")
+            M.import_unsupported(toml_label, "environment.gpus", "denv does not offer GPUs")
         )
     agent_egress = _phase_egress(toml, "agent", toml_label)
     verifier_egress = _phase_egress(toml, "verifier", toml_label)
@@ -162,7 +162,7 @@ def import_task(
     asked_user = None if agent.get("user") is None else _text(agent["user"])
     if asked_user is not None and is_root(asked_user) and not sandboxed:
         raise HarborImportError(
-            M.harbor_unsupported(
+            M.import_unsupported(
                 toml_label,
                 "agent.user",
                 "root without --agent-sandbox gvisor (the agent is never root outside a "
@@ -184,7 +184,7 @@ def import_task(
     if compose_name is None and not has_dockerfile and not docker_image:
         raise HarborImportError(M.harbor_no_environment(dir_label))
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise HarborImportError(M.harbor_not_empty(out_label), "conflict")
+        raise HarborImportError(M.import_not_empty(out_label), "conflict")
 
     notes: list[str] = []
     top: dict[str, Any] = {}
@@ -196,7 +196,7 @@ def import_task(
             raise HarborImportError(f"{label}: not YAML ({' '.join(str(exc).split())})") from None
         if not isinstance(parsed, dict):
             raise HarborImportError(
-                M.harbor_unsupported(label, "services", "expected a compose mapping")
+                M.import_unsupported(label, "services", "expected a compose mapping")
             )
         # Harbor runs the task's compose file merged over its own base, which gives `main`
         # its build.
@@ -356,7 +356,7 @@ def _separate_artifacts(
     mode = verifier.get("environment_mode")
     if mode is not None and mode not in ("shared", "separate"):
         raise HarborImportError(
-            M.harbor_unsupported(
+            M.import_unsupported(
                 toml_label,
                 "verifier.environment_mode",
                 f'\'{_text(mode)}\' (expected "shared" or "separate")',
@@ -367,7 +367,7 @@ def _separate_artifacts(
         return None
     if own_environment or (task_dir / "tests" / "Dockerfile").exists():
         raise HarborImportError(
-            M.harbor_unsupported(
+            M.import_unsupported(
                 toml_label if own_environment else f"{dir_label}/tests/Dockerfile",
                 "verifier.environment" if own_environment else "tests/Dockerfile",
                 "a verifier environment of its own (denv's verifier is the task's image built "
@@ -379,7 +379,7 @@ def _separate_artifacts(
     for p in paths:
         if not isinstance(p, str) or not p.startswith("/") or ".." in p.split("/"):
             raise HarborImportError(
-                M.harbor_unsupported(
+                M.import_unsupported(
                     toml_label,
                     "artifacts",
                     f"{json.dumps(p)} (a separate verifier's artifacts must be absolute paths)",
@@ -403,7 +403,7 @@ def _phase_egress(toml: dict[str, Any], phase: str, toml_label: str) -> str:
     if mode == "public":
         return "mirrors"
     raise HarborImportError(
-        M.harbor_unsupported(
+        M.import_unsupported(
             toml_label,
             f"{phase}.network_mode" if own is not None else "environment.network_mode",
             "'allowlist' (an rl-environment reaches no host but the package mirrors)"
@@ -425,7 +425,7 @@ def _prefix_build_contexts(services: dict[str, Any], label: str) -> None:
         joined = posixpath.normpath(posixpath.join("environment", context))
         if context.startswith("/") or "$" in context or joined.split("/")[0] != "environment":
             raise HarborImportError(
-                M.harbor_unsupported(
+                M.import_unsupported(
                     label,
                     f"services.{name}.build.context",
                     f"'{context}' is not a folder inside environment/",
@@ -454,7 +454,7 @@ def _main_build(
         image = main.pop("image")
         return {"context": "./environment", "dockerfile": GENERATED_DOCKERFILE}, f"FROM {image}\n"
     raise HarborImportError(
-        M.harbor_unsupported(label, "services.main", "has neither build nor image")
+        M.import_unsupported(label, "services.main", "has neither build nor image")
     )
 
 

@@ -130,7 +130,7 @@ def _check_containerfile(text: str, label: str) -> dict[str, str]:
             if flag is not None:
                 key = f"{words[0].upper()} {flag.split('=')[0]} (line {number})"
                 raise KarotteImportError(
-                    M.karotte_unsupported(
+                    M.import_unsupported(
                         label,
                         key,
                         "denv builds with Docker's classic builder, which has no BuildKit "
@@ -140,7 +140,7 @@ def _check_containerfile(text: str, label: str) -> dict[str, str]:
     env = containerfile_env(text)
     if "KAROTTE_CONTAINERIZED" not in env:
         raise KarotteImportError(
-            M.karotte_unsupported(
+            M.import_unsupported(
                 label,
                 "ENV KAROTTE_CONTAINERIZED",
                 "karotte run --no-containerized runs only in an image that sets it",
@@ -149,7 +149,7 @@ def _check_containerfile(text: str, label: str) -> dict[str, str]:
     demote = env.get("KAROTTE_DEMOTE_ID", "1000")
     if not demote.isdigit() or int(demote) == 0:
         raise KarotteImportError(
-            M.karotte_unsupported(
+            M.import_unsupported(
                 label,
                 "ENV KAROTTE_DEMOTE_ID",
                 f"the student must be a non-root uid, not {demote!r}",
@@ -158,7 +158,7 @@ def _check_containerfile(text: str, label: str) -> dict[str, str]:
     workdir = env.get("KAROTTE_WORKDIR", "/workdir")
     if not workdir.startswith("/") or "$" in workdir:
         raise KarotteImportError(
-            M.karotte_unsupported(
+            M.import_unsupported(
                 label, "ENV KAROTTE_WORKDIR", f"expected an absolute path, not {workdir!r}"
             )
         )
@@ -174,11 +174,11 @@ def _check_manifest(src: Path, label: str) -> None:
         agents = json.loads(manifest.read_text(encoding="utf-8")).get("agents") or []
     except (ValueError, AttributeError):
         raise KarotteImportError(
-            M.karotte_unsupported(label, "agents", "not a JSON object with a list of agents")
+            M.import_unsupported(label, "agents", "not a JSON object with a list of agents")
         ) from None
     if agents:
         raise KarotteImportError(
-            M.karotte_unsupported(
+            M.import_unsupported(
                 label,
                 "agents",
                 f"CLI agents ({', '.join(map(str, agents))}) call their model provider from "
@@ -313,7 +313,7 @@ def import_environment(
     name = (_read_toml(src / "pyproject.toml", pyproject_label).get("project") or {}).get("name")
     if name != "environment":
         raise KarotteImportError(
-            M.karotte_unsupported(
+            M.import_unsupported(
                 pyproject_label,
                 "project.name",
                 f"karotte loads tasks from the package 'environment', not {name!r}",
@@ -324,7 +324,7 @@ def import_environment(
     )
     _check_manifest(src, f"{dir_label}/.manifest.json")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise KarotteImportError(M.karotte_not_empty(out_label), "conflict")
+        raise KarotteImportError(M.import_not_empty(out_label), "conflict")
 
     uid = int(env.get("KAROTTE_DEMOTE_ID", "1000"))
     workdir = env.get("KAROTTE_WORKDIR", "/workdir")
