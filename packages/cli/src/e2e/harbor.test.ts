@@ -3,7 +3,7 @@ import os from "node:os";
 import path from "node:path";
 import { HarborTaskMessages } from "@denv/spec";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { repo, run, type Stack, startStack } from "./stack.js";
+import { ensureToolsImage, imagesAdded, repo, run, type Stack, startStack, TOOLS_IMAGE } from "./stack.js";
 
 /**
  * Harbor on denv: `harbor run` (inside the tools image: Python 3.13, Harbor pinned in
@@ -12,34 +12,23 @@ import { repo, run, type Stack, startStack } from "./stack.js";
  * the control plane's deployments show that the second trial forked the deployed version
  * instead of building again, and that each verifier ran on a fork of a snapshot.
  */
-const IMAGE = "denv-tools:trixie";
 const PROJECT = "harbor-harbor-hello";
 
 let stack: Stack;
 let jobsDir: string;
 /** Harbor's docker backend tags its `main` images `hb__<content hash>`; the ones this file adds go. */
-const hbImages = async () =>
-  (await run("docker", ["images", "--format", "{{.Repository}}:{{.Tag}}"], process.env)).stdout
-    .split("\n")
-    .filter((n) => n.startsWith("hb__"));
-let hbBefore: string[] = [];
+let hbImages: Awaited<ReturnType<typeof imagesAdded>> | undefined;
 
 beforeAll(async () => {
-  // Builds the image when missing (or when python/ changed); exits at once otherwise.
-  const built = await run(path.join(repo, "deploy/tools-image"), ["--tag", IMAGE], process.env, {
-    timeoutMs: 1_500_000,
-  });
-  if (built.code !== 0) throw new Error(`deploy/tools-image failed: ${built.stdout}\n${built.stderr}`);
-  hbBefore = await hbImages();
+  await ensureToolsImage();
+  hbImages = await imagesAdded((n) => n.startsWith("hb__"));
   stack = await startStack();
   jobsDir = mkdtempSync(path.join(os.tmpdir(), "denv-harbor-jobs-"));
 }, 1_800_000);
 
 afterAll(async () => {
   await stack?.close();
-  for (const image of await hbImages()) {
-    if (!hbBefore.includes(image)) await run("docker", ["rmi", "-f", image], process.env);
-  }
+  await hbImages?.remove();
   if (jobsDir) rmSync(jobsDir, { recursive: true, force: true });
 }, 180_000);
 
@@ -96,7 +85,7 @@ async function harborProcess(job: string, agent: string, o: HarborOptions = {}) 
       `DENV_URL=${stack.url}`,
       "-e",
       `DENV_TOKEN=${stack.token}`,
-      IMAGE,
+      TOOLS_IMAGE,
       "harbor",
       "run",
       "--path",
@@ -137,7 +126,7 @@ it("denv.harbor's environment tests pass under Harbor (tools image)", async () =
       "PYTHONDONTWRITEBYTECODE=1",
       "-w",
       "/repo/python",
-      IMAGE,
+      TOOLS_IMAGE,
       "sh",
       "-c",
       "/opt/tools/bin/pip install --quiet --disable-pip-version-check pytest && /opt/tools/bin/python -m pytest tests/test_harbor_environment.py -q -p no:cacheprovider",

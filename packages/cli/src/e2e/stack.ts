@@ -168,3 +168,33 @@ export async function removeHostLeftovers(hostId: string, stateDir: string): Pro
   const mnt = path.join(stateDir, "store", "btrfs");
   if (existsSync(mnt)) await sh("umount", [mnt]).catch(() => undefined);
 }
+
+/** The tools image (deploy/tools-image: Harbor, TRL, verifiers, compose v2), shared by the framework tests. */
+export const TOOLS_IMAGE = "denv-tools:trixie";
+
+/** Builds the tools image when missing (or when python/ changed); returns at once otherwise. */
+export async function ensureToolsImage(): Promise<void> {
+  const built = await run(path.join(repo, "deploy/tools-image"), ["--tag", TOOLS_IMAGE], process.env, {
+    timeoutMs: 1_500_000,
+  });
+  if (built.code !== 0) throw new Error(`deploy/tools-image failed: ${built.stdout}\n${built.stderr}`);
+}
+
+/**
+ * The images named `match` that a framework's own runs add (they carry no denv label): taken
+ * now, `remove()` deletes the ones that were not there then.
+ */
+export async function imagesAdded(match: (name: string) => boolean): Promise<{ remove(): Promise<void> }> {
+  const names = async () =>
+    (await run("docker", ["images", "--format", "{{.Repository}}:{{.Tag}}"], process.env)).stdout
+      .split("\n")
+      .filter((n) => n !== "" && match(n));
+  const before = new Set(await names());
+  return {
+    async remove() {
+      for (const image of await names()) {
+        if (!before.has(image)) await run("docker", ["rmi", "-f", image], process.env);
+      }
+    },
+  };
+}

@@ -4,7 +4,16 @@ import path from "node:path";
 import { TrlMessages } from "@denv/spec";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { codeBlocks } from "./doc-blocks.js";
-import { cli, repo, run, type Stack, startStack } from "./stack.js";
+import {
+  cli,
+  ensureToolsImage,
+  imagesAdded,
+  repo,
+  run,
+  type Stack,
+  startStack,
+  TOOLS_IMAGE,
+} from "./stack.js";
 
 /**
  * Trainers on denv (docs/blog/trainers.md) and verifiers' Harbor taskset (docs/blog/verifiers.md,
@@ -20,33 +29,23 @@ import { cli, repo, run, type Stack, startStack } from "./stack.js";
  *   examples/verifiers-harbor, its harness installed offline, a scripted model on loopback
  *   (python/tests/trainers/vf_harbor_taskset.py): rewards 1.0 and 0.0.
  */
-const IMAGE = "denv-tools:trixie";
 const HELLO = "harbor-harbor-hello";
 
 let stack: Stack;
 let work: string;
 /** verifiers' compose runs build `vf-<run>-<service>` images; the ones this file adds go. */
-const vfImages = async () =>
-  (await run("docker", ["images", "--format", "{{.Repository}}"], process.env)).stdout
-    .split("\n")
-    .filter((n) => /^vf-[0-9a-f]{32}-/.test(n));
-let vfAtStart: string[] = [];
+let vfImages: Awaited<ReturnType<typeof imagesAdded>> | undefined;
 
 beforeAll(async () => {
-  const built = await run(path.join(repo, "deploy/tools-image"), ["--tag", IMAGE], process.env, {
-    timeoutMs: 1_500_000,
-  });
-  if (built.code !== 0) throw new Error(`deploy/tools-image failed: ${built.stdout}\n${built.stderr}`);
-  vfAtStart = await vfImages();
+  await ensureToolsImage();
+  vfImages = await imagesAdded((n) => /^vf-[0-9a-f]{32}-/.test(n));
   stack = await startStack();
   work = mkdtempSync(path.join(os.tmpdir(), "denv-trainers-"));
 }, 1_800_000);
 
 afterAll(async () => {
   await stack?.close();
-  for (const image of await vfImages()) {
-    if (!vfAtStart.includes(image)) await run("docker", ["rmi", "-f", image], process.env);
-  }
+  await vfImages?.remove();
   // The images the stack built for the verifiers test's project (builds carry no host label).
   const built = await run("docker", ["images", "--format", "{{.Repository}}:{{.Tag}}"], process.env);
   for (const image of built.stdout.split("\n").filter((n) => n.startsWith("denv-build/prices/")))
@@ -97,7 +96,7 @@ async function tools(argv: string[], o: { docker?: boolean; env?: string[]; cwd?
       "-e",
       "PYTHONDONTWRITEBYTECODE=1",
       ...(o.env ?? []).flatMap((e) => ["-e", e]),
-      IMAGE,
+      TOOLS_IMAGE,
       ...argv,
     ],
     process.env,
