@@ -1,0 +1,102 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
+
+/**
+ * The Connect protocol (https://connectrpc.com/docs/protocol) as the e2b SDK speaks it to envd:
+ * its transport is @connectrpc/connect-web with `useBinaryFormat: false`, so unary calls are
+ * `application/json` bodies and server-streaming calls are `application/connect+json`, each
+ * message in an envelope of 1 flag byte and a 4-byte big-endian length; the stream ends with an
+ * envelope flagged 0x02 holding `{}` or `{"error": {"code", "message"}}`.
+ */
+export type ConnectCode =
+  | "canceled"
+  | "invalid_argument"
+  | "deadline_exceeded"
+  | "not_found"
+  | "permission_denied"
+  | "unimplemented"
+  | "internal"
+  | "unavailable"
+  | "unauthenticated";
+
+/** The HTTP status a unary error travels with, as the protocol's table maps codes. */
+const httpStatus: Record<ConnectCode, number> = {
+  canceled: 499,
+  invalid_argument: 400,
+  deadline_exceeded: 504,
+  not_found: 404,
+  permission_denied: 403,
+  unimplemented: 501,
+  internal: 500,
+  unavailable: 503,
+  unauthenticated: 401,
+};
+
+export class ConnectError extends Error {
+  constructor(
+    readonly code: ConnectCode,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+const END_STREAM = 0x02;
+const COMPRESSED = 0x01;
+
+export function isStreaming(req: IncomingMessage): boolean {
+  return (req.headers["content-type"] ?? "").startsWith("application/connect+json");
+}
+
+/** The request message: the JSON body of a unary call, or the one enveloped message of a stream. */
+export function requestMessage(req: IncomingMessage, body: Buffer): Record<string, unknown> {
+  let json = body;
+  if (isStreaming(req)) {
+    if (body.length < 5) throw new ConnectError("invalid_argument", "missing envelope");
+    if ((body[0] ?? 0) & COMPRESSED) throw new ConnectError("unimplemented", "compressed messages");
+    json = body.subarray(5, 5 + body.readUInt32BE(1));
+  }
+  try {
+    return (json.length === 0 ? {} : JSON.parse(json.toString())) as Record<string, unknown>;
+  } catch {
+    throw new ConnectError("invalid_argument", "request is not JSON");
+  }
+}
+
+function envelope(flags: number, message: unknown): Buffer {
+  const json = Buffer.from(JSON.stringify(message));
+  const head = Buffer.alloc(5);
+  head[0] = flags;
+  head.writeUInt32BE(json.length, 1);
+  return Buffer.concat([head, json]);
+}
+
+export function sendUnary(res: ServerResponse, message: unknown): void {
+  res.writeHead(200, { "content-type": "application/json" });
+  res.end(JSON.stringify(message));
+}
+
+/** A unary error, or a stream's error before any message was sent: both are plain JSON. */
+export function sendError(res: ServerResponse, e: ConnectError, status = httpStatus[e.code]): void {
+  res.writeHead(status, { "content-type": "application/json" });
+  res.end(JSON.stringify({ code: e.code, message: e.message }));
+}
+
+/** A server stream: messages as they come, then its end with an optional error. */
+export class ConnectStream {
+  constructor(private readonly res: ServerResponse) {
+    res.writeHead(200, { "content-type": "application/connect+json" });
+  }
+
+  get closed(): boolean {
+    return this.res.writableEnded || this.res.destroyed;
+  }
+
+  send(message: unknown): void {
+    if (!this.closed) this.res.write(envelope(0, message));
+  }
+
+  end(error?: ConnectError): void {
+    if (this.closed) return;
+    this.res.end(envelope(END_STREAM, error ? { error: { code: error.code, message: error.message } } : {}));
+  }
+}

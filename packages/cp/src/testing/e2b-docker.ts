@@ -1,0 +1,151 @@
+import { type IncomingMessage, request } from "node:http";
+
+/**
+ * The few Docker Engine API calls the E2B test double makes, over the engine's unix socket with
+ * node:http (cp does not depend on dockerode, and these calls are small). Engine JSON stays in
+ * this file: callers get plain values.
+ */
+export class EngineError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** What one exec gave back: its exit code and its whole output. */
+interface ExecResult {
+  exitCode: number;
+  stdout: Buffer;
+  stderr: Buffer;
+}
+
+interface ExecOptions {
+  cmd: string[];
+  user?: string;
+  cwd?: string;
+  env?: Record<string, string>;
+  onStdout?: (chunk: Buffer) => void;
+  onStderr?: (chunk: Buffer) => void;
+  /** Called once the process runs, with the engine's exec id (for inspect and signals). */
+  onStarted?: (execId: string) => void;
+}
+
+export class Engine {
+  constructor(private readonly socketPath = "/var/run/docker.sock") {}
+
+  private raw(method: string, path: string, body?: Buffer, contentType?: string): Promise<IncomingMessage> {
+    return new Promise((resolve, reject) => {
+      const req = request({
+        socketPath: this.socketPath,
+        method,
+        path,
+        headers: body
+          ? { "content-type": contentType ?? "application/json", "content-length": body.length }
+          : {},
+      });
+      req.on("response", resolve);
+      req.on("error", reject);
+      req.end(body);
+    });
+  }
+
+  /** One JSON call; a status of 300 or more throws EngineError with the engine's message. */
+  async call<T = unknown>(method: string, path: string, body?: unknown, contentType?: string): Promise<T> {
+    const payload =
+      body === undefined ? undefined : Buffer.isBuffer(body) ? body : Buffer.from(JSON.stringify(body));
+    const res = await this.raw(method, path, payload, contentType);
+    const chunks: Buffer[] = [];
+    for await (const c of res) chunks.push(c as Buffer);
+    const text = Buffer.concat(chunks).toString();
+    const status = res.statusCode ?? 0;
+    if (status >= 300) {
+      let message = text;
+      try {
+        message = (JSON.parse(text) as { message?: string }).message ?? text;
+      } catch {}
+      throw new EngineError(status, `${method} ${path}: ${status} ${message}`);
+    }
+    return (text === "" ? undefined : JSON.parse(text)) as T;
+  }
+
+  /**
+   * Runs a process in a container with `docker exec` semantics and returns when it exits; its
+   * output arrives demultiplexed (the engine frames it: 1 byte stream, 3 zero, 4 bytes length).
+   */
+  async exec(container: string, o: ExecOptions): Promise<ExecResult> {
+    const { Id } = await this.call<{ Id: string }>("POST", `/containers/${container}/exec`, {
+      AttachStdout: true,
+      AttachStderr: true,
+      Cmd: o.cmd,
+      User: o.user ?? "",
+      WorkingDir: o.cwd ?? "",
+      Env: Object.entries(o.env ?? {}).map(([k, v]) => `${k}=${v}`),
+    });
+    const res = await this.raw(
+      "POST",
+      `/exec/${Id}/start`,
+      Buffer.from(JSON.stringify({ Detach: false, Tty: false })),
+    );
+    if ((res.statusCode ?? 0) >= 300)
+      throw new EngineError(res.statusCode ?? 0, `exec start: ${res.statusCode}`);
+    o.onStarted?.(Id);
+    const out: Buffer[] = [];
+    const err: Buffer[] = [];
+    let pending = Buffer.alloc(0);
+    for await (const c of res) {
+      pending = Buffer.concat([pending, c as Buffer]);
+      while (pending.length >= 8) {
+        const size = pending.readUInt32BE(4);
+        if (pending.length < 8 + size) break;
+        const frame = pending.subarray(8, 8 + size);
+        if (pending[0] === 2) {
+          err.push(frame);
+          o.onStderr?.(frame);
+        } else {
+          out.push(frame);
+          o.onStdout?.(frame);
+        }
+        pending = pending.subarray(8 + size);
+      }
+    }
+    const info = await this.call<{ ExitCode: number | null }>("GET", `/exec/${Id}/json`);
+    return { exitCode: info.ExitCode ?? -1, stdout: Buffer.concat(out), stderr: Buffer.concat(err) };
+  }
+
+  /** The host pid of a running exec (0 before it starts or after it ends). */
+  async execPid(execId: string): Promise<number> {
+    return (await this.call<{ Pid: number }>("GET", `/exec/${execId}/json`)).Pid;
+  }
+
+  /** Unpacks a tar archive into a directory of a container, as `docker cp` does. */
+  async putArchive(container: string, dir: string, tar: Buffer): Promise<void> {
+    await this.call(
+      "PUT",
+      `/containers/${container}/archive?path=${encodeURIComponent(dir)}`,
+      tar,
+      "application/x-tar",
+    );
+  }
+}
+
+/** A one-file tar archive (ustar) whose entry belongs to uid:gid, so the file lands owned by them. */
+export function tarOneFile(name: string, data: Buffer, uid: number, gid: number, mode = 0o644): Buffer {
+  const header = Buffer.alloc(512);
+  const octal = (n: number, width: number) => `${n.toString(8).padStart(width - 1, "0")}\0`;
+  header.write(name, 0, 100);
+  header.write(octal(mode, 8), 100);
+  header.write(octal(uid, 8), 108);
+  header.write(octal(gid, 8), 116);
+  header.write(octal(data.length, 12), 124);
+  header.write(octal(Math.floor(Date.now() / 1000), 12), 136);
+  header.write("        ", 148);
+  header.write("0", 156);
+  header.write("ustar\0" + "00", 257);
+  let sum = 0;
+  for (const b of header) sum += b;
+  header.write(`${sum.toString(8).padStart(6, "0")}\0 `, 148);
+  const padding = Buffer.alloc((512 - (data.length % 512)) % 512);
+  return Buffer.concat([header, data, padding, Buffer.alloc(1024)]);
+}

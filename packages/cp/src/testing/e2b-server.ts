@@ -1,0 +1,355 @@
+import { randomBytes } from "node:crypto";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { Engine, EngineError } from "./e2b-docker.js";
+import { Envd } from "./e2b-envd.js";
+
+/**
+ * The E2B sandbox service (https://e2b.dev) on 127.0.0.1 for tests, as the official `e2b` SDK
+ * (2.51.0) calls it: its control API at `apiUrl` (X-API-KEY; errors as {"code", "message"}) and
+ * envd, the in-sandbox daemon, at `sandboxUrl` (see e2b-envd.ts). Each sandbox is a container of a
+ * local image, `sleep infinity`; a snapshot is a `docker commit` of one, usable where a template
+ * id is. Everything it makes carries LABELS plus `ai.denv.e2b.server=<this server's id>`, and
+ * close() removes all of it.
+ *
+ * Routes: POST /v2/sandboxes, GET /v2/sandboxes (metadata/state filters, limit and nextToken with
+ * the `x-next-token` header), GET and DELETE /sandboxes/{id}, POST /sandboxes/{id}/timeout,
+ * POST /v2/sandboxes/{id}/connect, POST /sandboxes/{id}/snapshots, GET /snapshots,
+ * DELETE /templates/{snapshotID}.
+ *
+ * A sandbox created with `allow_internet_access: false` joins a Docker `internal` network: no
+ * route out and no reach to sandboxes on the other network. Docker's internal mode filters only
+ * forwarded traffic, so such a sandbox still reaches the host's own addresses (its gateway);
+ * tests that need that closed too need a host firewall rule this double does not add.
+ */
+const LABELS = { "ai.denv.managed": "true", "ai.denv.test": "e2b-server" } as const;
+
+/** The envd version this server claims: new enough for every call it implements. */
+const ENVD_VERSION = "0.5.7";
+const DEFAULT_TIMEOUT_S = 300;
+
+export interface E2bServerOptions {
+  apiKey: string;
+  /** Template id or alias -> local Docker image (never pulled). */
+  templates: Record<string, string>;
+  socketPath?: string;
+}
+
+export interface FakeSandbox {
+  sandboxID: string;
+  templateID: string;
+  containerId: string;
+  envdAccessToken: string;
+  metadata: Record<string, string>;
+  allowInternetAccess: boolean;
+  startedAt: Date;
+  endAt: Date;
+}
+
+interface Snapshot {
+  snapshotID: string;
+  rawId: string;
+  names: string[];
+  image: string;
+  sandboxID: string;
+}
+
+class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export class E2bServer {
+  readonly id = randomBytes(4).toString("hex");
+  readonly sandboxes = new Map<string, FakeSandbox>();
+  readonly snapshots = new Map<string, Snapshot>();
+  apiUrl = "";
+  sandboxUrl = "";
+  /** The networks sandboxes join: `open` reaches out, `internal` (Docker's internal) does not. */
+  readonly networks = { open: "", internal: "" };
+  private readonly engine: Engine;
+  private readonly envd: Envd;
+  private readonly timers = new Map<string, NodeJS.Timeout>();
+  private api?: Server;
+  private sandboxHost?: Server;
+
+  constructor(private readonly opts: E2bServerOptions) {
+    this.engine = new Engine(opts.socketPath);
+    this.envd = new Envd(this.engine, (id) => this.sandboxes.get(id));
+  }
+
+  get labels(): Record<string, string> {
+    return { ...LABELS, "ai.denv.e2b.server": this.id };
+  }
+
+  async start(): Promise<this> {
+    for (const kind of ["open", "internal"] as const) {
+      const { Id } = await this.engine.call<{ Id: string }>("POST", "/networks/create", {
+        Name: `denv-e2b-${this.id}-${kind}`,
+        Driver: "bridge",
+        Internal: kind === "internal",
+        Labels: this.labels,
+      });
+      this.networks[kind] = Id;
+    }
+    this.api = await listen((req, res, body) => this.handleApi(req, res, body));
+    this.sandboxHost = await listen((req, res, body) => this.envd.handle(req, res, body));
+    this.apiUrl = `http://127.0.0.1:${(this.api.address() as AddressInfo).port}`;
+    this.sandboxUrl = `http://127.0.0.1:${(this.sandboxHost.address() as AddressInfo).port}`;
+    return this;
+  }
+
+  /** Stops listening and removes every container, image and network labelled as this server's. */
+  async close(): Promise<void> {
+    for (const t of this.timers.values()) clearTimeout(t);
+    this.timers.clear();
+    for (const s of [this.api, this.sandboxHost]) {
+      s?.closeAllConnections();
+      await new Promise<void>((r) => (s ? s.close(() => r()) : r()));
+    }
+    const filter = encodeURIComponent(JSON.stringify({ label: [`ai.denv.e2b.server=${this.id}`] }));
+    const errors: unknown[] = [];
+    const attempt = async (what: Promise<unknown>) => what.catch((e: unknown) => errors.push(e));
+    const containers = await this.engine.call<Array<{ Id: string }>>(
+      "GET",
+      `/containers/json?all=1&filters=${filter}`,
+    );
+    for (const c of containers) await attempt(this.engine.call("DELETE", `/containers/${c.Id}?force=1&v=1`));
+    const images = await this.engine.call<Array<{ Id: string }>>(
+      "GET",
+      `/images/json?all=1&filters=${filter}`,
+    );
+    for (const i of images) await attempt(this.engine.call("DELETE", `/images/${i.Id}?force=1`));
+    const networks = await this.engine.call<Array<{ Id: string }>>("GET", `/networks?filters=${filter}`);
+    for (const n of networks) await attempt(this.engine.call("DELETE", `/networks/${n.Id}`));
+    this.sandboxes.clear();
+    this.snapshots.clear();
+    if (errors.length > 0) throw new AggregateError(errors, `E2bServer ${this.id}: cleanup failed`);
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+
+  private async handleApi(req: IncomingMessage, res: ServerResponse, raw: Buffer): Promise<void> {
+    const send = (status: number, body?: unknown, headers: Record<string, string> = {}) => {
+      res.writeHead(
+        status,
+        body === undefined ? headers : { "content-type": "application/json", ...headers },
+      );
+      res.end(body === undefined ? undefined : JSON.stringify(body));
+    };
+    const url = new URL(req.url ?? "/", "http://x");
+    try {
+      if (req.headers["x-api-key"] !== this.opts.apiKey) throw new ApiError(401, "Invalid API key");
+      let body: Record<string, unknown> = {};
+      if (raw.length > 0) {
+        try {
+          body = JSON.parse(raw.toString()) as Record<string, unknown>;
+        } catch {
+          throw new ApiError(400, "request body is not JSON");
+        }
+      }
+      const route = `${req.method} ${url.pathname}`;
+      if (route === "POST /v2/sandboxes") return send(201, this.created(await this.create(body)));
+      if (route === "GET /v2/sandboxes") {
+        const { page, next } = this.list(url.searchParams);
+        return send(200, page, next ? { "x-next-token": next } : {});
+      }
+      if (route === "GET /snapshots") return send(200, this.listSnapshots(url.searchParams));
+      const m = /^(\/v2)?\/(sandboxes|templates)\/([^/]+)(?:\/(\w+))?$/.exec(url.pathname);
+      const [, v2, collection, id = "", action] = m ?? [];
+      if (collection === "templates" && req.method === "DELETE" && !action && !v2) {
+        await this.deleteSnapshot(decodeURIComponent(id));
+        return send(204);
+      }
+      if (collection === "sandboxes") {
+        const sb = this.sandboxes.get(id);
+        if (!sb) throw new ApiError(404, `sandbox "${id}" doesn't exist or you don't have access to it`);
+        const call = `${req.method} ${v2 ?? ""}/${action ?? ""}`;
+        if (call === "GET /") return send(200, this.detail(sb));
+        if (call === "DELETE /") {
+          await this.kill(sb);
+          return send(204);
+        }
+        if (call === "POST /timeout") {
+          this.schedule(sb, Number(body.timeout ?? DEFAULT_TIMEOUT_S));
+          return send(204);
+        }
+        if (call === "POST /v2/connect") {
+          const end = Date.now() + Number(body.timeout ?? 0) * 1000;
+          if (end > sb.endAt.getTime()) this.schedule(sb, (end - Date.now()) / 1000);
+          return send(200, this.created(sb));
+        }
+        if (call === "POST /snapshots") return send(201, await this.snapshot(sb, body.name));
+      }
+      throw new ApiError(404, `no route ${req.method} ${url.pathname}`);
+    } catch (e) {
+      if (e instanceof ApiError) return send(e.status, { code: e.status, message: e.message });
+      send(500, { code: 500, message: String(e) });
+    }
+  }
+
+  private created(sb: FakeSandbox): object {
+    return {
+      sandboxID: sb.sandboxID,
+      templateID: sb.templateID,
+      clientID: "local",
+      envdVersion: ENVD_VERSION,
+      envdAccessToken: sb.envdAccessToken,
+      domain: null,
+    };
+  }
+
+  private detail(sb: FakeSandbox): object {
+    return {
+      ...this.created(sb),
+      metadata: sb.metadata,
+      allowInternetAccess: sb.allowInternetAccess,
+      startedAt: sb.startedAt.toISOString(),
+      endAt: sb.endAt.toISOString(),
+      state: "running",
+      cpuCount: 2,
+      memoryMB: 512,
+      diskSizeMB: 1024,
+    };
+  }
+
+  /** The image a template id, alias, snapshot id (`<id>:default`) or snapshot name stands for. */
+  private image(templateID: string): string {
+    const ref = templateID.replace(/:default$/, "").replace(/^local\//, "");
+    for (const s of this.snapshots.values())
+      if (s.rawId === ref || s.snapshotID === templateID || s.names.includes(templateID)) return s.image;
+    const image = this.opts.templates[templateID];
+    if (!image) throw new ApiError(404, `template '${templateID}' not found`);
+    return image;
+  }
+
+  private async create(body: Record<string, unknown>): Promise<FakeSandbox> {
+    if (typeof body.templateID !== "string") throw new ApiError(400, "templateID is required");
+    const image = this.image(body.templateID);
+    const allowInternetAccess = body.allow_internet_access !== false;
+    const sandboxID = `i${randomBytes(10).toString("hex")}`;
+    const envs = (body.envVars ?? {}) as Record<string, string>;
+    const { Id } = await this.engine.call<{ Id: string }>(
+      "POST",
+      `/containers/create?name=denv-e2b-${this.id}-${sandboxID}`,
+      {
+        Image: image,
+        Cmd: ["sleep", "infinity"],
+        Entrypoint: [],
+        Env: Object.entries(envs).map(([k, v]) => `${k}=${v}`),
+        Labels: { ...this.labels, "ai.denv.e2b.sandbox": sandboxID },
+        HostConfig: { NetworkMode: this.networks[allowInternetAccess ? "open" : "internal"], Init: true },
+      },
+    );
+    await this.engine.call("POST", `/containers/${Id}/start`);
+    const now = new Date();
+    const sb: FakeSandbox = {
+      sandboxID,
+      templateID: body.templateID,
+      containerId: Id,
+      envdAccessToken: randomBytes(16).toString("hex"),
+      metadata: (body.metadata ?? {}) as Record<string, string>,
+      allowInternetAccess,
+      startedAt: now,
+      endAt: now,
+    };
+    this.sandboxes.set(sandboxID, sb);
+    this.schedule(sb, Number(body.timeout ?? DEFAULT_TIMEOUT_S));
+    return sb;
+  }
+
+  /** A sandbox ends when its timeout passes, as E2B kills it then (no auto-pause here). */
+  private schedule(sb: FakeSandbox, seconds: number): void {
+    clearTimeout(this.timers.get(sb.sandboxID));
+    sb.endAt = new Date(Date.now() + seconds * 1000);
+    const timer = setTimeout(() => void this.kill(sb).catch(() => undefined), seconds * 1000);
+    timer.unref();
+    this.timers.set(sb.sandboxID, timer);
+  }
+
+  private async kill(sb: FakeSandbox): Promise<void> {
+    clearTimeout(this.timers.get(sb.sandboxID));
+    this.timers.delete(sb.sandboxID);
+    this.sandboxes.delete(sb.sandboxID);
+    await this.engine.call("DELETE", `/containers/${sb.containerId}?force=1&v=1`).catch((e: unknown) => {
+      if (!(e instanceof EngineError && e.status === 404)) throw e;
+    });
+  }
+
+  private list(q: URLSearchParams): { page: object[]; next?: string } {
+    const wanted = new URLSearchParams(q.get("metadata") ?? "");
+    const states = (q.get("state") ?? "running,paused").split(",");
+    // Every sandbox here runs (nothing pauses), so only a filter without "running" hides them.
+    const all = [...this.sandboxes.values()]
+      .filter(() => states.includes("running"))
+      .filter((sb) => [...wanted].every(([k, v]) => sb.metadata[k] === v))
+      .filter((sb) => !q.get("template") || sb.templateID === q.get("template"))
+      .sort(
+        (a, b) => a.startedAt.getTime() - b.startedAt.getTime() || a.sandboxID.localeCompare(b.sandboxID),
+      );
+    const from = Number(q.get("nextToken") ?? 0);
+    const limit = Number(q.get("limit") ?? 100);
+    const page = all.slice(from, from + limit).map((sb) => this.detail(sb));
+    return { page, next: from + limit < all.length ? String(from + limit) : undefined };
+  }
+
+  private async snapshot(sb: FakeSandbox, name: unknown): Promise<object> {
+    const rawId = randomBytes(8).toString("hex");
+    const image = `denv-e2b-snap/${rawId}`;
+    const labels = { ...this.labels, "ai.denv.e2b.snapshot": rawId };
+    await this.engine.call("POST", `/commit?container=${sb.containerId}&repo=${image}&tag=latest`, {
+      Labels: labels,
+    });
+    const names = typeof name === "string" && name !== "" ? [`local/${name}:default`] : [];
+    const s: Snapshot = {
+      snapshotID: names[0] ?? `${rawId}:default`,
+      rawId,
+      names,
+      image,
+      sandboxID: sb.sandboxID,
+    };
+    this.snapshots.set(rawId, s);
+    return { snapshotID: s.snapshotID, names: s.names };
+  }
+
+  private listSnapshots(q: URLSearchParams): object[] {
+    return [...this.snapshots.values()]
+      .filter((s) => !q.get("sandboxID") || s.sandboxID === q.get("sandboxID"))
+      .map((s) => ({ snapshotID: s.snapshotID, names: s.names }));
+  }
+
+  private async deleteSnapshot(ref: string): Promise<void> {
+    const bare = ref.replace(/:default$/, "").replace(/^local\//, "");
+    const s = [...this.snapshots.values()].find(
+      (x) => x.rawId === bare || x.snapshotID === ref || x.names.includes(ref),
+    );
+    if (!s) throw new ApiError(404, `template '${ref}' not found`);
+    this.snapshots.delete(s.rawId);
+    // A sandbox made from it keeps the image's layers; close() removes what is left by label.
+    await this.engine.call("DELETE", `/images/${encodeURIComponent(`${s.image}:latest`)}?force=1`);
+  }
+}
+
+/** An HTTP server on 127.0.0.1 with an ephemeral port whose handler gets the whole body. */
+async function listen(
+  handler: (req: IncomingMessage, res: ServerResponse, body: Buffer) => Promise<void>,
+): Promise<Server> {
+  const server = createServer((req, res) => {
+    void (async () => {
+      const chunks: Buffer[] = [];
+      for await (const c of req) chunks.push(c as Buffer);
+      await handler(req, res, Buffer.concat(chunks));
+    })().catch(() => {
+      if (!res.headersSent) res.writeHead(500);
+      res.end();
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  return server;
+}
