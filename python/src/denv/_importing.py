@@ -6,6 +6,7 @@ line (the result printed, a refusal as an exit code).
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from collections.abc import Callable
@@ -25,6 +26,27 @@ class ImportRefused(ValueError):
     def __init__(self, message: str, code: str = "invalid_request") -> None:
         super().__init__(message)
         self.code = code
+
+
+def importer_parser(kind: str, source: str) -> argparse.ArgumentParser:
+    """The command line every importer takes: ``DIR OUT [--project P] [--json]``.
+
+    Args:
+        kind: The importer's package (``harbor``, ``karotte``).
+        source: What DIR is, for the description (``a Harbor task folder``).
+
+    Returns:
+        The parser; the importer adds its own options.
+    """
+    parser = argparse.ArgumentParser(
+        prog=f"python -m denv.{kind}._import",
+        description=f"Write a denv project folder from {source}.",
+    )
+    parser.add_argument("dir", metavar="DIR")
+    parser.add_argument("out", metavar="OUT")
+    parser.add_argument("--project", metavar="P")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    return parser
 
 
 def finish(run: Callable[[], Any], *, as_json: bool) -> int:

@@ -19,7 +19,6 @@ Usage: ``python -m denv.harbor._import DIR OUT [--project P] [--agent-sandbox gv
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -35,7 +34,7 @@ from typing import Any, TypeGuard
 import yaml
 
 from .. import messages as M
-from .._importing import ImportRefused, finish
+from .._importing import ImportRefused, finish, importer_parser
 from ._compose import merge_harbor_compose
 from ._task import (
     AGENT_UID,
@@ -468,15 +467,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         0; 2 for a task that cannot be mapped, 3 for an OUT that holds something (one line on
         stderr).
     """
-    parser = argparse.ArgumentParser(
-        prog="python -m denv.harbor._import",
-        description="Write a denv project folder from a Harbor task folder.",
-    )
-    parser.add_argument("dir", metavar="DIR")
-    parser.add_argument("out", metavar="OUT")
-    parser.add_argument("--project", metavar="P")
+    parser = importer_parser("harbor", "a Harbor task folder")
     parser.add_argument("--agent-sandbox", choices=("gvisor", "none"), default="gvisor")
-    parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args(argv)
     return finish(
         lambda: import_task(args.dir, args.out, args.project, agent_sandbox=args.agent_sandbox),

@@ -26,7 +26,6 @@ exits 2 with one line on stderr naming the file and the key (3 when OUT holds so
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -40,7 +39,7 @@ from typing import Any
 import yaml
 
 from .. import messages as M
-from .._importing import ImportRefused, finish
+from .._importing import ImportRefused, finish, importer_parser
 from ..harbor._task import project_name
 
 #: Karotte's default sandbox (karotte/hardware.py: DEFAULT_SANDBOX_MEMORY_BYTES, DEFAULT_VM_CPUS).
@@ -376,15 +375,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         0; 2 for an environment that cannot be mapped, 3 for an OUT that holds something (one
         line on stderr).
     """
-    parser = argparse.ArgumentParser(
-        prog="python -m denv.karotte._import",
-        description="Write a denv project folder from a Karotte environment folder.",
-    )
-    parser.add_argument("dir", metavar="DIR")
-    parser.add_argument("out", metavar="OUT")
-    parser.add_argument("--project", metavar="P")
+    parser = importer_parser("karotte", "a Karotte environment folder")
     parser.add_argument("--answer-key", choices=("image", "verifier"), default="image")
-    parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args(argv)
     return finish(
         lambda: import_environment(args.dir, args.out, args.project, answer_key=args.answer_key),
