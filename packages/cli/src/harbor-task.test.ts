@@ -1,11 +1,21 @@
-import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { HarborTaskMessages, validateCompose } from "@denv/spec";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import YAML from "yaml";
 import { missingDenvPython, runHarborImporter } from "./commands/import.js";
 import { exportHarborTask } from "./export-harbor-task.js";
-import { buildCli, denv, oneJson, removeTempDirs, repo, tempDir } from "./testing/harness.js";
+import {
+  buildCli,
+  denv,
+  oneJson,
+  projectFiles,
+  python,
+  pythonEnv,
+  removeTempDirs,
+  repo,
+  tempDir,
+} from "./testing/harness.js";
 
 /**
  * `denv import harbor` (the denv Python package's mapping, python/tests/test_harbor_import.py
@@ -28,17 +38,6 @@ function isolatedPython(dir: string): string {
   return wrapper;
 }
 
-/** The project folder's files (relative path -> text), for denv's compose validator. */
-function projectFiles(dir: string, base = dir): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const name of readdirSync(dir)) {
-    const p = path.join(dir, name);
-    if (statSync(p).isDirectory()) Object.assign(out, projectFiles(p, base));
-    else out[path.relative(base, p)] = readFileSync(p, "utf8");
-  }
-  return out;
-}
-
 function copyTask(from: string): string {
   const dir = path.join(tempDir("harbor-task"), "task");
   cpSync(from, dir, { recursive: true });
@@ -46,11 +45,6 @@ function copyTask(from: string): string {
 }
 
 const compose = (dir: string) => YAML.parse(readFileSync(path.join(dir, "compose.yaml"), "utf8"));
-
-/** The Python the importer runs with: DENV_PYTHON, else the repository's venv (scripts/setup-python). */
-const python = process.env.DENV_PYTHON ?? path.join(repo, "python/.venv/bin/python");
-/** The denv package of the repository these tests run in, ahead of whatever the venv installed. */
-const pythonEnv = { DENV_PYTHON: python, PYTHONPATH: path.join(repo, "python/src") };
 
 /** The Python importer, as `denv import harbor` runs it (a project folder to export). */
 function importTask(dir: string, out: string, project: string) {

@@ -1,10 +1,19 @@
-import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { KarotteMessages, validateCompose } from "@denv/spec";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import YAML from "yaml";
 import { missingKarottePython } from "./commands/import.js";
-import { buildCli, denv, oneJson, removeTempDirs, repo, tempDir } from "./testing/harness.js";
+import {
+  buildCli,
+  denv,
+  oneJson,
+  projectFiles,
+  pythonEnv,
+  removeTempDirs,
+  repo,
+  tempDir,
+} from "./testing/harness.js";
 
 /**
  * `denv import karotte` (the denv Python package's mapping; python/tests/test_karotte_import.py
@@ -16,20 +25,6 @@ beforeAll(() => buildCli());
 afterAll(() => removeTempDirs());
 
 const hello = path.join(repo, "examples/karotte-hello");
-/** The Python the importer runs with: DENV_PYTHON, else the repository's venv (scripts/setup-python). */
-const python = process.env.DENV_PYTHON ?? path.join(repo, "python/.venv/bin/python");
-/** The denv package of the repository these tests run in, ahead of whatever the venv installed. */
-const pythonEnv = { DENV_PYTHON: python, PYTHONPATH: path.join(repo, "python/src") };
-
-function projectFiles(dir: string, base = dir): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const name of readdirSync(dir)) {
-    const p = path.join(dir, name);
-    if (statSync(p).isDirectory()) Object.assign(out, projectFiles(p, base));
-    else out[path.relative(base, p)] = readFileSync(p, "utf8");
-  }
-  return out;
-}
 
 describe("import karotte", () => {
   it("runs the denv Python package's importer and prints its result", async () => {

@@ -1,5 +1,5 @@
 import { spawn, spawnSync } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { createRequire } from "node:module";
 import os from "node:os";
 import path from "node:path";
@@ -83,4 +83,20 @@ export function oneJson(stdout: string): Record<string, unknown> {
     throw new Error(`expected a JSON object on stdout, got: ${stdout}`);
   }
   return value as Record<string, unknown>;
+}
+
+/** The Python `denv import` runs with in tests: DENV_PYTHON, else the repository's venv (scripts/setup-python). */
+export const python = process.env.DENV_PYTHON ?? path.join(repo, "python/.venv/bin/python");
+/** That Python, with the denv package of the repository these tests run in ahead of whatever the venv installed. */
+export const pythonEnv = { DENV_PYTHON: python, PYTHONPATH: path.join(repo, "python/src") };
+
+/** A project folder's files (relative path -> text), for denv's compose validator. */
+export function projectFiles(dir: string, base = dir): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const name of readdirSync(dir)) {
+    const p = path.join(dir, name);
+    if (statSync(p).isDirectory()) Object.assign(out, projectFiles(p, base));
+    else out[path.relative(base, p)] = readFileSync(p, "utf8");
+  }
+  return out;
 }
