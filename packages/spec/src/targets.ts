@@ -73,7 +73,9 @@ export const TARGET_KINDS: Record<TargetKindName, TargetKindSpec> = {
   e2b: {
     family: "hosted",
     available: false,
-    capabilities: { ...DENVD, multi_service: false, fork: false, egress_control: false },
+    // One sandbox per environment; a version is an E2B snapshot of it (`createSnapshot`), a fork a
+    // new sandbox from that snapshot (`Sandbox.create(snapshotId)`), as the e2b SDK 2.51 does them.
+    capabilities: { ...DENVD, multi_service: false, egress_control: false },
     enforcedBy: "e2b",
   },
   daytona: {
