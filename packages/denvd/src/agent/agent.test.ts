@@ -159,6 +159,22 @@ describe("denvd's agent against a control plane", () => {
     expect(entry?.payload).toBeUndefined();
   });
 
+  it("journals nothing of a command that changes nothing (a probe), and answers its re-send from memory", async () => {
+    const id = host.cp.command("env.probe_egress", { environment: env });
+    const first = await host.cp.result(id);
+    expect(first.result).toMatchObject({ ok: true });
+    const journal = await Journal.open(join(host.rt.host.stateDir, "journal"));
+    expect(await journal.get(id)).toBeUndefined();
+    const from = host.cp.frames.length;
+    host.cp.command("env.probe_egress", { environment: env }, { id });
+    expect(await host.cp.result(id, 10_000, from)).toEqual(first);
+    // An exec changes the environment: it is journalled (the test above reads its entry).
+    const exec = await host.cp.result(
+      host.cp.command("env.exec", { environment: env, exec: { shell: "true" } }),
+    );
+    expect(await journal.get(exec.id)).toMatchObject({ state: "done" });
+  });
+
   it("refuses a payload that does not match its kind, and a command past its deadline", async () => {
     const bad = await host.cp.result(host.cp.command("env.exec", { environment: env, exec: { cmd: [] } }));
     expect(bad.ok).toBe(false);

@@ -20,6 +20,16 @@ import { phaseFrames } from "./phase-frames.js";
 import { RecentResults } from "./recent-results.js";
 import { type SendFrame, StreamRegistry } from "./streams.js";
 
+/** Kinds that change nothing on the host: run again rather than journalled (see process()). */
+const UNJOURNALLED = new Set<CommandKind>(["env.probe_egress", "env.logs"]);
+
+/** A command being processed, and its journal entry when it is journalled. */
+interface Processing {
+  id: string;
+  kind: CommandKind;
+  journalled: JournalEntry | undefined;
+}
+
 /**
  * The host side of the protocol: journals and runs commands, routes stream frames, and answers
  * re-sent commands from the journal. It does not own the socket (connection.ts does); it is
@@ -195,7 +205,10 @@ export class Agent {
       this.results.put(recent, this.send(recent));
       return;
     }
-    const prior = await journal.get(id);
+    // A command that changes nothing is not journalled: run again, it does no harm, and the
+    // control plane never sends it again over another connection (it is not durable there).
+    const journalled = !UNJOURNALLED.has(kind);
+    const prior = journalled ? await journal.get(id) : undefined;
     if (prior?.state === "done" && prior.outcome) {
       this.o.log("command answered from the journal", { id, kind });
       this.sendResult(id, prior.outcome);
@@ -208,7 +221,11 @@ export class Agent {
       this.sendResult(id, INTERRUPTED_BY_RESTART);
       return;
     }
-    let entry: JournalEntry = prior ?? (await journal.received(frame));
+    const cmd: Processing = {
+      id,
+      kind,
+      journalled: prior ?? (journalled ? await journal.received(frame) : undefined),
+    };
     this.send({ v: PROTOCOL_VERSION, type: "ack", id });
     this.o.log("command received", { id, kind });
 
@@ -217,11 +234,11 @@ export class Agent {
       const message = `invalid ${kind} payload: ${parsed.error.issues
         .map((i) => `${i.path.join(".") || "(payload)"}: ${i.message}`)
         .join("; ")}`;
-      return this.finish(entry, { ok: false, error: { code: "invalid_request", message } });
+      return this.finish(cmd, { ok: false, error: { code: "invalid_request", message } });
     }
     const left = frame.deadline - Date.now();
     if (left <= 0) {
-      return this.finish(entry, {
+      return this.finish(cmd, {
         ok: false,
         error: { code: "timeout", message: `the command's deadline passed before it started` },
       });
@@ -232,14 +249,14 @@ export class Agent {
       if (running.abort.signal.aborted) {
         // Cancelled while it was being journalled: it never starts.
         const code = abortCode(running.abort.signal);
-        return await this.finish(entry, {
+        return await this.finish(cmd, {
           ok: false,
           error: { code, message: new CommandAborted(code).message },
         });
       }
-      entry = await journal.started(entry);
+      if (cmd.journalled) cmd.journalled = await journal.started(cmd.journalled);
       const outcome = await this.execute(id, kind, parsed.data, running.abort.signal);
-      await this.finish(entry, outcome, Date.now() - t0);
+      await this.finish(cmd, outcome, Date.now() - t0);
     } finally {
       clearTimeout(deadline);
     }
@@ -274,16 +291,16 @@ export class Agent {
     }
   }
 
-  private async finish(entry: JournalEntry, outcome: Outcome, ms?: number): Promise<void> {
-    await this.o.journal.done(entry, outcome);
+  private async finish(cmd: Processing, outcome: Outcome, ms?: number): Promise<void> {
+    if (cmd.journalled) await this.o.journal.done(cmd.journalled, outcome);
     this.o.log("command done", {
-      id: entry.id,
-      kind: entry.kind,
+      id: cmd.id,
+      kind: cmd.kind,
       ok: outcome.ok,
       ...(outcome.ok ? {} : { code: outcome.error.code }),
       ms,
     });
-    this.sendResult(entry.id, outcome);
+    this.sendResult(cmd.id, outcome);
   }
 
   private sendResult(id: string, outcome: Outcome): void {
