@@ -142,6 +142,29 @@ describe("the five protections", () => {
       }
     });
 
+    it("finds a route off the network that is not a default route (the kernel's own lookup)", async () => {
+      const info = await rt.environment(env);
+      const main = await rt.host.docker.containers.inspect(
+        info.services.find((s) => s.name === "main")?.container_id as string,
+      );
+      const pid = String(main?.pid);
+      // Two halves cover every address as a default route would, without being one.
+      for (const half of ["0.0.0.0/1", "128.0.0.0/1"]) {
+        await run("nsenter", ["-t", pid, "-n", "ip", "route", "add", half, "via", info.network.gateway]);
+      }
+      try {
+        const probe = await rt.probeEgress(env);
+        expect(probe.ok).toBe(false);
+        expect(probe.findings).toContain(EgressFindings.routeOut("main"));
+        expect(probe.findings).not.toContain(EgressFindings.defaultRoute("main"));
+        expect(probe.findings).not.toContain(EgressFindings.routeOut("db"));
+      } finally {
+        for (const half of ["0.0.0.0/1", "128.0.0.0/1"]) {
+          await run("nsenter", ["-t", pid, "-n", "ip", "route", "del", half]);
+        }
+      }
+    });
+
     it("finds the host reachable when the reject rule is missing", async () => {
       const info = await rt.environment(env);
       await removeRejectRule(info.network.id);

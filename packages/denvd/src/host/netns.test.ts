@@ -1,7 +1,13 @@
 import { spawn } from "node:child_process";
 import { once } from "node:events";
 import { describe, expect, it } from "vitest";
-import { hasNetworkNamespace, parseRouteTable, removeDefaultRoute, routes } from "./netns.js";
+import {
+  hasNetworkNamespace,
+  lookupAndConnect,
+  parseRouteTable,
+  removeDefaultRoute,
+  routes,
+} from "./netns.js";
 import { run } from "./run.js";
 
 describe("parseRouteTable", () => {
@@ -59,5 +65,48 @@ describe("removeDefaultRoute, twice at once", () => {
     } finally {
       holder.kill("SIGKILL");
     }
+  });
+});
+
+describe("lookupAndConnect", () => {
+  it("answers each lookup as the kernel does, connects only where a listener is, and fails on a gone namespace", async () => {
+    // A namespace of the test's own: loopback up, a listener on 127.0.0.1:7777, no other route.
+    const listener = [
+      "import socket, time",
+      "s = socket.socket(); s.bind(('127.0.0.1', 7777)); s.listen(); print('up', flush=True)",
+      "time.sleep(60)",
+    ].join("\n");
+    const holder = spawn(
+      "unshare",
+      ["-n", "sh", "-c", `ip link set lo up && exec python3 -c "$0"`, listener],
+      {
+        stdio: ["ignore", "pipe", "inherit"],
+      },
+    );
+    try {
+      await once(holder.stdout, "data");
+      const pid = holder.pid as number;
+      // No route to an outside address (RTNETLINK refuses it): null; loopback: through lo.
+      const both = await lookupAndConnect(pid, ["192.0.2.1", "127.0.0.1"], { host: "127.0.0.1", port: 7777 });
+      expect(both).toEqual({ lookups: [null, { dev: "lo" }], connected: true });
+      expect(await lookupAndConnect(pid, [], { host: "127.0.0.1", port: 7778 })).toEqual({
+        lookups: [],
+        connected: false,
+      });
+      expect(await lookupAndConnect(pid, ["127.0.0.1"])).toEqual({
+        lookups: [{ dev: "lo" }],
+        connected: false,
+      });
+      // Only addresses reach ip's batch input.
+      await expect(lookupAndConnect(pid, ["127.0.0.1\nroute flush all"])).rejects.toThrow(
+        "not an IPv4 address",
+      );
+    } finally {
+      holder.kill();
+      await once(holder, "exit");
+    }
+    const child = spawn("true");
+    await once(child, "exit");
+    await expect(lookupAndConnect(child.pid as number, ["192.0.2.1"])).rejects.toThrow("did not answer");
   });
 });

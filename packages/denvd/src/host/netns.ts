@@ -108,11 +108,12 @@ export interface NamespaceLookups {
 }
 
 /**
- * In one nsenter: route lookups of `addresses` (`ip route get` is a lookup in the routing table
- * and policy rules: it sends nothing) and, when `connect` is given, a TCP connect to it (only
- * ever a listener denv runs: its canary). A connect that hangs (it cannot while the host rejects
- * the bridge's traffic) is given up after `timeoutMs`; lookups that did not all answer are an
- * error, never "no route".
+ * Route lookups of `addresses` in the namespace of `pid` (`ip route get` is a lookup in the
+ * routing table and policy rules: it sends nothing) and, when `connect` is given, a TCP connect to
+ * it (only ever a listener denv runs: its canary), the two at once: one `ip` answering every
+ * lookup, one `bash` for the connect, each entered into the namespace by its own nsenter. A
+ * connect that hangs (it cannot while the host rejects the bridge's traffic) is given up after
+ * `timeoutMs`; lookups that did not all answer are an error, never "no route".
  */
 export async function lookupAndConnect(
   pid: number,
@@ -120,28 +121,60 @@ export async function lookupAndConnect(
   connect?: { host: string; port: number },
   timeoutMs = 5000,
 ): Promise<NamespaceLookups> {
-  // Addresses and the target travel as arguments, never as script text.
-  const script = [
-    'c="$1"; shift',
-    'for a in "$@"; do ip -j route get "$a" 2>/dev/null || echo null; done',
-    'if [ -n "$c" ]; then exec 3<>"/dev/tcp/$c" && echo connected; fi',
-  ].join("\n");
-  const target = connect ? `${connect.host}/${connect.port}` : "";
-  const r = await run(
-    "nsenter",
-    ["-t", String(pid), "-n", "bash", "-c", script, "bash", target, ...addresses],
-    connect ? { timeoutMs } : {},
-  );
-  const lines = r.stdout.split("\n").filter((l) => l.trim() !== "");
-  if (lines.length < addresses.length) {
+  const [lookups, connected] = await Promise.all([
+    routeLookups(pid, addresses),
+    connect === undefined ? false : connectFrom(pid, connect, timeoutMs),
+  ]);
+  return { lookups, connected };
+}
+
+/**
+ * `ip route get` of each address, in one `ip -batch`: each answer is a JSON line naming its
+ * address (`dst`), each refusal ("Network is unreachable": no route) an RTNETLINK line on stderr.
+ * Anything else (the namespace gone, an answer missing) is an error.
+ */
+async function routeLookups(pid: number, addresses: string[]): Promise<Array<RouteLookup | null>> {
+  if (addresses.length === 0) return [];
+  // Addresses travel as ip's batch input, never as a shell's text; only literal IPv4 addresses.
+  for (const a of addresses) {
+    if (!/^\d{1,3}(\.\d{1,3}){3}$/.test(a)) throw new Error(`not an IPv4 address: ${JSON.stringify(a)}`);
+  }
+  const r = await run("nsenter", ["-t", String(pid), "-n", "ip", "-j", "-force", "-batch", "-"], {
+    input: addresses.map((a) => `route get ${a}\n`).join(""),
+  });
+  const found = new Map<string, RouteLookup>();
+  for (const line of r.stdout.split("\n")) {
+    if (line.trim() === "") continue;
+    for (const route of JSON.parse(line) as Array<{ dst?: string; dev?: string; gateway?: string }>) {
+      if (route.dst === undefined) continue;
+      found.set(route.dst, {
+        ...(route.dev ? { dev: route.dev } : {}),
+        ...(route.gateway ? { gateway: route.gateway } : {}),
+      });
+    }
+  }
+  const refused = r.stderr.split("\n").filter((l) => l.startsWith("RTNETLINK answers:")).length;
+  const answered = addresses.filter((a) => found.has(a)).length;
+  if ((r.code !== 0 && r.code !== 1) || answered + refused !== addresses.length) {
     throw new Error(`route lookups in the namespace of pid ${pid} did not answer: ${r.stderr.trim()}`);
   }
-  const lookups = addresses.map((_, i): RouteLookup | null => {
-    const line = lines[i];
-    if (line === undefined || line === "null") return null;
-    const [first] = JSON.parse(line) as Array<{ dev?: string; gateway?: string }>;
-    if (!first) return null;
-    return { ...(first.dev ? { dev: first.dev } : {}), ...(first.gateway ? { gateway: first.gateway } : {}) };
-  });
-  return { lookups, connected: connect !== undefined && lines[addresses.length] === "connected" };
+  return addresses.map((a) => found.get(a) ?? null);
+}
+
+/** A TCP connect to `to` from inside the namespace of `pid`: established or not. */
+async function connectFrom(
+  pid: number,
+  to: { host: string; port: number },
+  timeoutMs: number,
+): Promise<boolean> {
+  // The target travels as an argument, never as script text.
+  const script = 'exec 3<>"/dev/tcp/$1" && echo connected';
+  const r = await run(
+    "nsenter",
+    ["-t", String(pid), "-n", "bash", "-c", script, "bash", `${to.host}/${to.port}`],
+    {
+      timeoutMs,
+    },
+  );
+  return r.stdout.trim() === "connected";
 }
