@@ -1,4 +1,6 @@
 import { type IncomingMessage, request } from "node:http";
+import { buffer } from "node:stream/consumers";
+import tar from "tar-stream";
 
 /**
  * The few Docker Engine API calls the E2B test double makes, over the engine's unix socket with
@@ -130,22 +132,16 @@ export class Engine {
   }
 }
 
-/** A one-file tar archive (ustar) whose entry belongs to uid:gid, so the file lands owned by them. */
-export function tarOneFile(name: string, data: Buffer, uid: number, gid: number, mode = 0o644): Buffer {
-  const header = Buffer.alloc(512);
-  const octal = (n: number, width: number) => `${n.toString(8).padStart(width - 1, "0")}\0`;
-  header.write(name, 0, 100);
-  header.write(octal(mode, 8), 100);
-  header.write(octal(uid, 8), 108);
-  header.write(octal(gid, 8), 116);
-  header.write(octal(data.length, 12), 124);
-  header.write(octal(Math.floor(Date.now() / 1000), 12), 136);
-  header.write("        ", 148);
-  header.write("0", 156);
-  header.write("ustar\0" + "00", 257);
-  let sum = 0;
-  for (const b of header) sum += b;
-  header.write(`${sum.toString(8).padStart(6, "0")}\0 `, 148);
-  const padding = Buffer.alloc((512 - (data.length % 512)) % 512);
-  return Buffer.concat([header, data, padding, Buffer.alloc(1024)]);
+/** A one-file tar archive whose entry belongs to uid:gid, so the file lands owned by them. */
+export async function tarOneFile(
+  name: string,
+  data: Buffer,
+  uid: number,
+  gid: number,
+  mode = 0o644,
+): Promise<Buffer> {
+  const pack = tar.pack();
+  pack.entry({ name, size: data.length, mode, uid, gid }, data);
+  pack.finalize();
+  return buffer(pack);
 }

@@ -101,7 +101,7 @@ export class EnvdFiles {
       await this.engine.putArchive(
         containerId,
         dir,
-        tarOneFile(posix.basename(path), u.data, uid ?? 0, gid ?? 0),
+        await tarOneFile(posix.basename(path), u.data, uid ?? 0, gid ?? 0),
       );
       written.push({ name: posix.basename(path), type: "file", path });
     }
