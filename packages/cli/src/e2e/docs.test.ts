@@ -114,21 +114,30 @@ describe("docs/how-to pages run as written", () => {
     expect(set.code, set.stderr).toBe(0);
     const host = stack.hostId();
     const sh = (args: string[]) => run(args[0] as string, args.slice(1), process.env);
-    const nets = await sh([
-      "docker",
-      "network",
-      "ls",
-      "--no-trunc",
-      "--filter",
-      `label=ai.denv.host=${host}`,
-      "--format",
-      '{{.ID}} {{.Label "ai.denv.environment"}}',
-    ]);
-    const member = nets.stdout
-      .split("\n")
-      .map((l) => l.split(" "))
-      .find(([, env]) => env?.startsWith("quickstart/pool-"));
-    expect(member, nets.stdout).toBeDefined();
+    // The one member's network. The page above emptied a pool of 2, whose members may still be
+    // going: wait until theirs are gone, so that the tampered network is the member's.
+    const poolNets = async () =>
+      (
+        await sh([
+          "docker",
+          "network",
+          "ls",
+          "--no-trunc",
+          "--filter",
+          `label=ai.denv.host=${host}`,
+          "--format",
+          '{{.ID}} {{.Label "ai.denv.environment"}}',
+        ])
+      ).stdout
+        .split("\n")
+        .map((l) => l.split(" "))
+        .filter(([, env]) => env?.startsWith("quickstart/pool-"));
+    let nets = await poolNets();
+    for (const until = Date.now() + 60_000; nets.length > 1 && Date.now() < until; nets = await poolNets()) {
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    expect(nets.length, JSON.stringify(nets)).toBe(1);
+    const [member] = nets;
     const [netId = "", memberEnv = ""] = member ?? [];
     // The tampering: every rule that rejects the environment's traffic to the host goes.
     const rules = (await sh(["iptables", "-w", "-S", "INPUT"])).stdout

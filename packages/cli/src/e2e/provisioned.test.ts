@@ -93,7 +93,11 @@ afterAll(async () => {
 }, 180_000);
 
 it("a machine booted from the target's user data installs denvd from the cp, joins and runs episodes", async () => {
-  // The server the target created, as the cloud has it: its user data is the machine's.
+  // The server the target created, as the cloud has it: its user data is the machine's. The
+  // target's reconcile makes its minimum in the background, so `targets add` may answer first.
+  for (const until = Date.now() + 60_000; hz.servers.size === 0 && Date.now() < until; ) {
+    await new Promise((r) => setTimeout(r, 100));
+  }
   expect(hz.servers.size).toBe(1);
   const [server] = [...hz.servers.values()];
   if (server === undefined) throw new Error("no server");
