@@ -336,7 +336,9 @@ export class PoolService {
       await this.store.putEnvironment(env);
       await this.store.deleteEnvironment(m.id);
       this.leaving.delete(m.id);
-      this.kick();
+      // The refill starts once the answer is out: its store writes and fork request would
+      // otherwise run between the claim's last step and the answer.
+      setImmediate(() => this.kick());
       return { env, placement: await this.placementOf(m) };
     }
     return undefined;
