@@ -338,7 +338,10 @@ export class PoolService {
       this.leaving.delete(m.id);
       // The refill starts once the answer is out: its store writes and fork request would
       // otherwise run between the claim's last step and the answer.
-      setImmediate(() => this.kick());
+      // Not after stop(): a claim that ends while the control plane stops refills nothing.
+      setImmediate(() => {
+        if (this.timer) this.kick();
+      });
       return { env, placement: await this.placementOf(m) };
     }
     return undefined;
