@@ -6,26 +6,48 @@ export interface Freezer {
   unpause(id: string): Promise<void>;
 }
 
-/** Attempts at freezing before a snapshot gives up, and the wait before the second one. */
-export const FREEZE_ATTEMPTS = 3;
-const FIRST_RETRY_MS = 200;
+export interface FreezeTimings {
+  /** How long "unable to freeze" is retried before the snapshot gives up. */
+  patienceMs: number;
+  /** The wait after the first failed attempt; each next one is half as long again, up to maxWaitMs. */
+  firstWaitMs: number;
+  maxWaitMs: number;
+}
 
 /**
- * Pauses every container, all or none. A pause that fails thaws the ones that froze before the
- * error is thrown, so that a failed snapshot never leaves part of an environment paused. The
- * cgroup freezer gives up ("unable to freeze") when a task does not reach the frozen state in
- * time, which a host under heavy I/O causes; that failure is retried, after a wait that doubles,
- * and any other is not.
+ * runc's cgroup-v1 freezer gives up after a few hundred milliseconds when a task of the container
+ * does not freeze in that time: a task in uninterruptible I/O, and above all a `docker exec`
+ * being set up (`runc:[2:INIT]`), which Docker's own healthchecks start every interval. With 50
+ * quickstart episodes verifying at once on 2 cores (e2e/episodes.test.ts) the execs piled up and
+ * six attempts over 6 s all collided with one; an attempt between two execs succeeds.
  */
-export async function freezeAll(engine: Freezer, ids: string[]): Promise<{ attempts: number }> {
+export const FREEZE_TIMINGS: FreezeTimings = { patienceMs: 20_000, firstWaitMs: 50, maxWaitMs: 500 };
+
+/**
+ * Pauses every container, all or none; `frozenAt`: when the attempt that froze them began (the
+ * frozen window opens there). A pause that fails thaws the ones that froze before the
+ * error is thrown, so that a failed snapshot never leaves part of an environment paused (nor
+ * stalls the others while it waits). "unable to freeze" is retried until `patienceMs` has
+ * passed, after a wait that grows, with jitter so that snapshots that failed together do not try
+ * again together; any other failure is not retried.
+ */
+export async function freezeAll(
+  engine: Freezer,
+  ids: string[],
+  timings: FreezeTimings = FREEZE_TIMINGS,
+): Promise<{ attempts: number; frozenAt: number }> {
+  const giveUpAt = Date.now() + timings.patienceMs;
+  let wait = timings.firstWaitMs;
   for (let attempt = 1; ; attempt++) {
+    const frozenAt = Date.now();
     const results = await Promise.allSettled(ids.map((id) => engine.pause(id)));
     const failure = results.find((r): r is PromiseRejectedResult => r.status === "rejected");
-    if (!failure) return { attempts: attempt };
+    if (!failure) return { attempts: attempt, frozenAt };
     const frozen = ids.filter((_, i) => results[i]?.status === "fulfilled");
     await Promise.all(frozen.map((id) => engine.unpause(id).catch(() => undefined)));
     const message = failure.reason instanceof Error ? failure.reason.message : String(failure.reason);
-    if (attempt >= FREEZE_ATTEMPTS || !/unable to freeze/i.test(message)) throw failure.reason;
-    await sleep(FIRST_RETRY_MS * 2 ** (attempt - 1));
+    if (Date.now() >= giveUpAt || !/unable to freeze/i.test(message)) throw failure.reason;
+    await sleep(wait * (0.5 + Math.random()));
+    wait = Math.min(wait * 1.5, timings.maxWaitMs);
   }
 }

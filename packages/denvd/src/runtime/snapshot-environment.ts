@@ -49,14 +49,14 @@ export async function snapshotEnvironment(
     let tCommitted = 0;
     let tThawed = 0;
     phase.start("freeze");
-    // The window opens with the first pause, not when the last one returns.
-    tFrozen = Date.now();
     // All or none: a pause that fails leaves nothing paused (and the freezer's transient
-    // "unable to freeze" is retried).
-    const { attempts } = await freezeAll(
+    // "unable to freeze" is retried). The window opens with the first pause of the attempt that
+    // froze them, not when the last one returns.
+    const { attempts, frozenAt } = await freezeAll(
       ctx.docker.containers,
       running.map((s) => s.cid),
     );
+    tFrozen = frozenAt;
     phase.end("freeze", { paused: running.map((s) => s.svc), ...(attempts > 1 ? { attempts } : {}) });
     try {
       phase.start("capture layers");

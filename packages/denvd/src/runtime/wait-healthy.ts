@@ -3,8 +3,16 @@ import { runExec } from "../exec-runner.js";
 import type { EnvironmentRecord } from "../records.js";
 import type { HostContext } from "./host-context.js";
 
-/** How often a starting service's healthcheck is run while it fails, whatever its interval. */
+/**
+ * How soon a starting service's healthcheck runs again after it failed, whatever its interval:
+ * START_POLL_MS after the first failure, half as long again after each next one, up to
+ * MAX_POLL_MS, and never sooner than the failed check took. A service that comes up at once is
+ * seen at once; many starting together on a busy host do not run their checks (a process in the
+ * container each) back to back: at a fixed 50 ms, 46 quickstart forks started at once on 2 cores
+ * spent the cores on their own checks, and one was not healthy after 120 s (e2e/episodes.test.ts).
+ */
 const START_POLL_MS = 50;
+const MAX_POLL_MS = 1_000;
 
 /**
  * Waits until a started service runs and passes its healthcheck (or completed, for a one-shot).
@@ -32,6 +40,7 @@ export async function waitHealthy(
   const id = rec.containers[svc.name] as string;
   const hasCheck = svc.healthcheck?.test[0] !== "NONE";
   const argv = checkArgv(svc);
+  let pause = START_POLL_MS;
   for (;;) {
     signal?.throwIfAborted();
     const state = await ctx.docker.containers.inspect(id);
@@ -49,14 +58,17 @@ export async function waitHealthy(
     if (state.health === "unhealthy") {
       throw new DenvError("docker", `service '${svc.name}' is unhealthy${await logTail(ctx, id)}`);
     }
+    const checked = Date.now();
     if (argv.length > 0 && (await untilAborted(checkNow(ctx, id, svc, argv), signal))) return;
+    const took = Date.now() - checked;
     if (Date.now() > deadline) {
       throw new DenvError(
         "timeout",
         `service '${svc.name}' was not healthy after ${timeoutMs} ms${await logTail(ctx, id)}`,
       );
     }
-    await sleep(START_POLL_MS, signal);
+    await sleep(Math.max(pause, took), signal);
+    pause = Math.min(pause * 1.5, MAX_POLL_MS);
   }
 }
 
