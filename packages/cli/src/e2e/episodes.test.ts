@@ -4,6 +4,7 @@ import path from "node:path";
 import { promisify } from "node:util";
 import { DenvClient } from "@denv/sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { waitUntil } from "./fixture-procs.js";
 import { repo, type Stack, startStack } from "./stack.js";
 
 const sh = promisify(execFile);
@@ -47,7 +48,11 @@ describe("50 episodes on the quickstart, 8 in flight", () => {
 
   it("each gets the grade it earned, and nothing is left afterwards", async () => {
     await client.setPool("quickstart", POOL);
-    await until("the pool is full", async () => (await client.getPool("quickstart")).ready === POOL);
+    await waitUntil(
+      "the pool is full",
+      300_000,
+      async () => (await client.getPool("quickstart")).ready === POOL,
+    );
     const fix = readFileSync(path.join(repo, "examples/quickstart/agent/fix.sh"), "utf8");
 
     const episode = async (i: number) => {
@@ -87,7 +92,7 @@ describe("50 episodes on the quickstart, 8 in flight", () => {
     expect(hits).toBeLessThan(EPISODES);
 
     await client.setPool("quickstart", 0);
-    await until("the pool is empty", async () => {
+    await waitUntil("the pool is empty", 300_000, async () => {
       const p = await client.getPool("quickstart");
       return p.ready === 0 && p.filling === 0;
     });
@@ -110,7 +115,7 @@ describe("50 episodes on the quickstart, 8 in flight", () => {
         .split("\n")
         .filter(Boolean);
     let left: string[][] = [];
-    await until("the episodes' containers, networks and volumes are gone", async () => {
+    await waitUntil("the episodes' containers, networks and volumes are gone", 300_000, async () => {
       left = await Promise.all([owners("container"), owners("network"), owners("volume")]);
       return left.map((l) => l.length).join() === "2,1,1";
     }).catch((err: Error) => {
@@ -122,11 +127,3 @@ describe("50 episodes on the quickstart, 8 in flight", () => {
     expect([...envs][0]).toMatch(/^quickstart\/alpha(-[a-z0-9]+)?$/);
   }, 900_000);
 });
-
-async function until(what: string, check: () => Promise<boolean>, timeoutMs = 300_000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error(`timed out waiting until ${what}`);
-    await new Promise((r) => setTimeout(r, 250));
-  }
-}
