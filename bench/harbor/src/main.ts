@@ -31,6 +31,8 @@ const USAGE = `usage: node bench/harbor/run.mjs [--smoke] [--trials N] [--concur
   --concurrency N  trials in flight (harbor run -n; default 2)
   --only LIST      run only these tasks (examples/<task>; default: all, harbor-hello with
                    --smoke)
+  --pool N         denv's measured trials claim warm forks: the task's project gets a warm
+                   pool of N (denv pools set) after the warm-up, emptied after the job (default 0)
   Needs root, a running Docker engine (scripts/setup-host) and npm ci done.`;
 
 const IMAGE = "denv-tools:trixie";
@@ -51,20 +53,32 @@ interface Config {
   trials: number;
   concurrency: number;
   tasks: Task[];
+  pool: number;
 }
 
 function parseArgs(argv: string[]): Config {
-  const c: Config = { smoke: false, trials: 8, concurrency: 2, tasks: [...TASKS] };
+  const c: Config = { smoke: false, trials: 8, concurrency: 2, tasks: [...TASKS], pool: 0 };
   readArgs(argv, USAGE, (arg, r) => {
     if (arg === "--smoke")
       Object.assign(c, { smoke: true, trials: 1, concurrency: 1, tasks: [...SMOKE_TASKS] });
     else if (arg === "--trials") c.trials = r.count();
     else if (arg === "--concurrency") c.concurrency = r.count();
     else if (arg === "--only") c.tasks = r.oneOf(TASKS, "task");
+    else if (arg === "--pool") c.pool = r.count();
     else return false;
     return true;
   });
   return c;
+}
+
+/** denv's project of a task's trials. */
+const projectOf = (task: Task) => `bench-${task}`;
+
+/** Sets a project's warm pool and waits until it holds that many ready forks (or none). */
+async function setPool(stack: Stack, project: string, size: number): Promise<void> {
+  const set = await stack.denv(["pools", "set", project, String(size), "--wait"], { timeoutMs: 660_000 });
+  if (set.code !== 0) throw new Error(`denv pools set ${project} ${size}: ${set.stderr}`);
+  log(`${project}: warm pool of ${size}`);
 }
 
 /** One `harbor run` job, read back from Harbor's own result files. */
@@ -171,7 +185,10 @@ async function main(): Promise<number> {
         // --no-delete for the docker backend: `docker compose down` keeps the images, so each
         // trial builds from the layer cache instead of building `db` from scratch (the default
         // --delete removes compose-built images with --rmi local). The fastest Harbor offers.
-        ...(backend === "denv" ? ["--env", "denv.harbor:DenvEnvironment"] : ["--no-delete"]),
+        // denv's project is named, so that --pool can give it a warm pool.
+        ...(backend === "denv"
+          ? ["--env", "denv.harbor:DenvEnvironment", "--ek", `project=${projectOf(task)}`]
+          : ["--no-delete"]),
         "--jobs-dir",
         join(work, "jobs"),
         "--job-name",
@@ -198,8 +215,10 @@ async function main(): Promise<number> {
       // Measured: alternate which backend goes first per task.
       const order: Backend[] = jobs.length % 4 === 0 ? ["docker", "denv"] : ["denv", "docker"];
       for (const backend of order) {
+        if (backend === "denv" && cfg.pool > 0) await setPool(live, projectOf(task), cfg.pool);
         log(`${task}: ${cfg.trials} trials on ${backend}, ${cfg.concurrency} at a time`);
         const job = await harbor(task, backend, `${task}-${backend}`, cfg.trials, cfg.concurrency);
+        if (backend === "denv" && cfg.pool > 0) await setPool(live, projectOf(task), 0);
         log(
           `${task} on ${backend}: ${job.trialsPerMinute.toFixed(1)} trials/min (${job.seconds.toFixed(1)} s)`,
         );
