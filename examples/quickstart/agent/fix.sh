@@ -7,6 +7,7 @@ f=/workspace/app/orders.py
 sed -i 's/total_cents += int(order\["price_cents"\])/total_cents += int(order["qty"]) * int(order["price_cents"])/' "$f"
 grep -q 'int(order\["qty"\]) \* int(order\["price_cents"\])' "$f" || { echo "fix.sh: patch did not apply" >&2; exit 1; }
 python3 -c 'import ast, sys; ast.parse(open(sys.argv[1]).read())' "$f"
-# The server re-imports orders.py per request: the fix is live now.
-python3 -c 'import json, urllib.request as u; print(json.loads(u.urlopen("http://127.0.0.1:8080/total?user=alice", timeout=5).read()))'
+# The server re-imports orders.py per request: the fix is live now. Patient: on a loaded host
+# (many episodes on two cores) one request has taken longer than 5 s.
+python3 -c 'import json, urllib.request as u; print(json.loads(u.urlopen("http://127.0.0.1:8080/total?user=alice", timeout=30).read()))'
 echo "fix.sh: patched $f as $(id -un) (uid $(id -u))"

@@ -72,7 +72,8 @@ def db_totals(user):
     return count, cents
 
 
-def get_json(path, timeout=5):
+def get_json(path, timeout=30):
+    # Patient: a check that times out on a loaded host would grade work the agent did right.
     try:
         with urllib.request.urlopen(APP_URL + path, timeout=timeout) as resp:
             return resp.status, json.loads(resp.read().decode() or "null")
