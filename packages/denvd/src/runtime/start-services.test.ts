@@ -78,6 +78,20 @@ x-denv:
   agent: waiting
 `;
 
+// `counted` fails its check until the test creates /tmp/ready, and writes down when each check ran.
+const COUNTED = `
+services:
+  counted:
+    image: debian:bookworm-slim
+    command: ["sleep", "infinity"]
+    init: true
+    healthcheck:
+      test: ["CMD-SHELL", "date +%s%N >> /tmp/checks; test -f /tmp/ready"]
+      interval: 60s
+x-denv:
+  agent: counted
+`;
+
 function byService(times: ServiceStartTimes[] | undefined): Record<string, ServiceStartTimes> {
   expect(times).toBeDefined();
   return Object.fromEntries((times ?? []).map((t) => [t.service, t]));
@@ -167,5 +181,35 @@ describe("services start as soon as their depends_on conditions hold", () => {
     );
     expect(await leftovers(rt)).toBe(0);
     expect((await rt.list()).environments).toEqual([]);
+  });
+
+  it("waits longer after each failed check while a service starts", async () => {
+    const dir = await writeProject({ "compose.yaml": COUNTED });
+    const deploying = rt.deploy({ project: "counted", projectDir: dir });
+    deploying.catch(() => undefined);
+    const id = rt.host.dockerName("counted", "alpha", "counted");
+    const checks = async () => {
+      const r = await runExec(rt.host.docker, { containerId: id, argv: ["cat", "/tmp/checks"] }).catch(
+        () => undefined,
+      );
+      return (r?.stdout.toString() ?? "")
+        .split("\n")
+        .filter(Boolean)
+        .map((ns) => Number(BigInt(ns) / 1_000_000n));
+    };
+    while ((await checks()).length < 8) await new Promise((r) => setTimeout(r, 100));
+    const at = (await checks()).slice(0, 8);
+    expect((await runExec(rt.host.docker, { containerId: id, argv: ["touch", "/tmp/ready"] })).exitCode).toBe(
+      0,
+    );
+    const env = await deploying;
+    // After the k-th failure denvd sleeps at least 50 ms x 1.5^(k-1) (capped at 1 s) before the
+    // next check: seven sleeps of at least 50, 75, 112, 169, 253, 380 and 570 ms. At a fixed
+    // 50 ms the eight checks would follow each other as fast as a check runs.
+    const pauses = Array.from({ length: 7 }, (_, k) => Math.min(50 * 1.5 ** k, 1000));
+    expect((at[7] ?? 0) - (at[0] ?? 0)).toBeGreaterThanOrEqual(Math.floor(pauses.reduce((a, b) => a + b)));
+    for (let k = 1; k < 8; k++)
+      expect((at[k] ?? 0) - (at[k - 1] ?? 0)).toBeGreaterThanOrEqual(Math.floor(pauses[k - 1] ?? 0));
+    await rt.destroy(env.id);
   });
 });
