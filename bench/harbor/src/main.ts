@@ -33,6 +33,9 @@ const USAGE = `usage: node bench/harbor/run.mjs [--smoke] [--trials N] [--concur
                    --smoke)
   --pool N         denv's measured trials claim warm forks: the task's project gets a warm
                    pool of N (denv pools set) after the warm-up, emptied after the job (default 0)
+  --agent-sandbox gvisor|none
+                   denv.harbor's agent_sandbox: the agent as root inside gVisor (default, as
+                   Harbor runs agents) or as uid 1000 without it (for tasks that need no root)
   Needs root, a running Docker engine (scripts/setup-host) and npm ci done.`;
 
 const IMAGE = "denv-tools:trixie";
@@ -54,10 +57,18 @@ interface Config {
   concurrency: number;
   tasks: Task[];
   pool: number;
+  agentSandbox: "gvisor" | "none";
 }
 
 function parseArgs(argv: string[]): Config {
-  const c: Config = { smoke: false, trials: 8, concurrency: 2, tasks: [...TASKS], pool: 0 };
+  const c: Config = {
+    smoke: false,
+    trials: 8,
+    concurrency: 2,
+    tasks: [...TASKS],
+    pool: 0,
+    agentSandbox: "gvisor",
+  };
   readArgs(argv, USAGE, (arg, r) => {
     if (arg === "--smoke")
       Object.assign(c, { smoke: true, trials: 1, concurrency: 1, tasks: [...SMOKE_TASKS] });
@@ -65,7 +76,11 @@ function parseArgs(argv: string[]): Config {
     else if (arg === "--concurrency") c.concurrency = r.count();
     else if (arg === "--only") c.tasks = r.oneOf(TASKS, "task");
     else if (arg === "--pool") c.pool = r.count();
-    else return false;
+    else if (arg === "--agent-sandbox") {
+      const [mode, ...more] = r.oneOf(["gvisor", "none"] as const, "agent sandbox");
+      if (!mode || more.length > 0) throw new Error("--agent-sandbox takes one of gvisor, none");
+      c.agentSandbox = mode;
+    } else return false;
     return true;
   });
   return c;
@@ -94,12 +109,27 @@ interface Job {
   failures: string[];
   /** Harbor's environment_setup phase of each trial (start of the environment), seconds. */
   setupSeconds: number[];
+  /** Each of Harbor's trial phases (and the whole trial), seconds per trial: where the time goes. */
+  phaseSeconds: Record<Phase, number[]>;
 }
+
+/**
+ * Harbor's trial phases as its trial result.json times them, the whole trial, and the rest: the
+ * trial less its four phases (the environment's stop and removal, mostly).
+ */
+const PHASES = ["environment_setup", "agent_setup", "agent_execution", "verifier", "trial", "rest"] as const;
+type Phase = (typeof PHASES)[number];
+type Timed = { started_at: string; finished_at: string } | null | undefined;
 
 interface TrialResult {
   verifier_result: { rewards: Record<string, number> } | null;
   exception_info: { exception_type?: string; exception_message?: string } | null;
-  environment_setup: { started_at: string; finished_at: string } | null;
+  started_at: string;
+  finished_at: string;
+  environment_setup: Timed;
+  agent_setup: Timed;
+  agent_execution: Timed;
+  verifier: Timed;
 }
 
 const seconds = (from: string, to: string) => (Date.parse(to) - Date.parse(from)) / 1000;
@@ -187,7 +217,14 @@ async function main(): Promise<number> {
         // --delete removes compose-built images with --rmi local). The fastest Harbor offers.
         // denv's project is named, so that --pool can give it a warm pool.
         ...(backend === "denv"
-          ? ["--env", "denv.harbor:DenvEnvironment", "--ek", `project=${projectOf(task)}`]
+          ? [
+              "--env",
+              "denv.harbor:DenvEnvironment",
+              "--ek",
+              `project=${projectOf(task)}`,
+              "--ek",
+              `agent_sandbox=${cfg.agentSandbox}`,
+            ]
           : ["--no-delete"]),
         "--jobs-dir",
         join(work, "jobs"),
@@ -280,6 +317,21 @@ async function main(): Promise<number> {
       ratio: median(docker.setupSeconds) / median(denv.setupSeconds),
       verdict: "info",
     });
+    // Where a trial's time goes on each backend (environment_setup is the row above).
+    for (const phase of PHASES.filter((p) => p !== "environment_setup")) {
+      const d = median(denv.phaseSeconds[phase]);
+      const b = median(docker.phaseSeconds[phase]);
+      rows.push({
+        name: `${task}: ${phase === "trial" ? "whole trial" : phase === "rest" ? "outside the phases" : phase} (median)`,
+        denv: d,
+        baseline: b,
+        baselineName: "Harbor docker backend",
+        unit: "s",
+        ratioKind: "baseline/denv",
+        ratio: b / d,
+        verdict: "info",
+      });
+    }
   }
   console.log(table(rows));
   console.log(rewardsTable(cfg.tasks, jobs));
@@ -331,7 +383,20 @@ function readJob(dir: string, task: Task, backend: Backend, agent: string): Job 
     setupSeconds: trials
       .filter((t) => t.environment_setup)
       .map((t) => seconds(t.environment_setup?.started_at ?? "", t.environment_setup?.finished_at ?? "")),
+    phaseSeconds: Object.fromEntries(
+      PHASES.map((p) => [p, trials.map((t) => phaseOf(t, p)).filter((x) => !Number.isNaN(x))]),
+    ) as Record<Phase, number[]>,
   };
+}
+
+function phaseOf(t: TrialResult, p: Phase): number {
+  const span = (x: Timed) => (x ? seconds(x.started_at, x.finished_at) : Number.NaN);
+  if (p === "trial") return span(t);
+  if (p !== "rest") return span(t[p]);
+  const parts = [t.environment_setup, t.agent_setup, t.agent_execution, t.verifier].map((x) =>
+    x ? span(x) : 0,
+  );
+  return span(t) - parts.reduce((a, b) => a + b, 0);
 }
 
 /** Images Harbor's docker backend tags for a task's main service (`hb__<content hash>`). */

@@ -234,17 +234,19 @@ class DenvEnvironment(BaseEnvironment):  # type: ignore[misc]
         client = self._client
         if client is None:
             return
-        for attr in ("_verifier", "_sandbox"):
-            env: Environment | None = getattr(self, attr)
-            if env is None:
-                continue
+
+        async def destroy(env: Environment) -> None:
             try:
                 await client.destroy_sandbox(env.id)
             except NotFoundError:
                 pass
             except DenvError as exc:
                 self.logger.warning("denv: cannot destroy %s: %s", env.id, exc)
-            setattr(self, attr, None)
+
+        # Both at once: each waits until its sandbox is unreachable (about 0.4 s on 2 cores).
+        envs = [e for e in (self._verifier, self._sandbox) if e is not None]
+        self._verifier = self._sandbox = None
+        await asyncio.gather(*(destroy(e) for e in envs))
         if self._snapshot_version is not None:
             try:
                 await client.delete_version(self._snapshot_version)
