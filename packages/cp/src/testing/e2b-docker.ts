@@ -34,6 +34,9 @@ interface ExecOptions {
   onStarted?: (execId: string) => void;
 }
 
+/** How a build ended: the image it made, or the builder's error. */
+export type BuildResult = { ok: true; imageId: string } | { ok: false; error: string };
+
 export class Engine {
   constructor(private readonly socketPath = "/var/run/docker.sock") {}
 
@@ -119,6 +122,91 @@ export class Engine {
   /** The host pid of a running exec (0 before it starts or after it ends). */
   async execPid(execId: string): Promise<number> {
     return (await this.call<{ Pid: number }>("GET", `/exec/${execId}/json`)).Pid;
+  }
+
+  /** Starts a process in a container and returns at once, its output going nowhere. */
+  async spawn(container: string, o: Omit<ExecOptions, "onStdout" | "onStderr" | "onStarted">): Promise<void> {
+    const { Id } = await this.call<{ Id: string }>("POST", `/containers/${container}/exec`, {
+      Cmd: o.cmd,
+      User: o.user ?? "",
+      WorkingDir: o.cwd ?? "",
+      Env: Object.entries(o.env ?? {}).map(([k, v]) => `${k}=${v}`),
+    });
+    await this.call("POST", `/exec/${Id}/start`, { Detach: true, Tty: false });
+  }
+
+  /** Whether the engine has an image of that name or id (never looked for in a registry). */
+  async hasImage(ref: string): Promise<boolean> {
+    try {
+      await this.call("GET", `/images/${encodeURIComponent(ref)}/json`);
+      return true;
+    } catch (e) {
+      if (e instanceof EngineError && e.status === 404) return false;
+      throw e;
+    }
+  }
+
+  /**
+   * `docker build` of a tar context (its Dockerfile at the root) with the classic builder
+   * (`version=1`): it needs no BuildKit session and prints each instruction as "Step N/M : ..."
+   * followed by that instruction's output, which callers map back to their own steps. Every
+   * instruction runs (`nocache`), and intermediate containers go even when a step fails.
+   * `onOutput` gets the builder's text as it comes, not split into lines.
+   */
+  async build(context: Buffer, tag: string, onOutput: (text: string) => void): Promise<BuildResult> {
+    const res = await this.raw(
+      "POST",
+      `/build?version=1&t=${encodeURIComponent(tag)}&rm=1&forcerm=1&nocache=1`,
+      context,
+      "application/x-tar",
+    );
+    let pending = "";
+    let error: string | undefined;
+    let imageId: string | undefined;
+    const take = (line: string) => {
+      if (line.trim() === "") return;
+      const m = JSON.parse(line) as {
+        stream?: string;
+        error?: string;
+        message?: string;
+        aux?: { ID?: string };
+      };
+      if (m.stream) onOutput(m.stream);
+      // A stream ends in {"error"} when a step fails; a refused request is one {"message"}.
+      if (m.error ?? m.message) error = m.error ?? m.message;
+      if (m.aux?.ID) imageId = m.aux.ID;
+    };
+    for await (const c of res) {
+      pending += (c as Buffer).toString();
+      const lines = pending.split("\n");
+      pending = lines.pop() ?? "";
+      for (const line of lines) take(line);
+    }
+    take(pending);
+    const status = res.statusCode ?? 0;
+    if (status >= 300) return { ok: false, error: error ?? `POST /build: ${status}` };
+    if (error !== undefined) return { ok: false, error };
+    return { ok: true, imageId: imageId ?? tag };
+  }
+
+  /**
+   * Removes every image (intermediate ones too) with a label. An image with children cannot go
+   * before them, and removing a child may take its untagged parents along, so this goes round
+   * until a pass removes nothing more; what is then left is an error.
+   */
+  async removeImages(label: string): Promise<void> {
+    const filter = encodeURIComponent(JSON.stringify({ label: [label] }));
+    for (;;) {
+      const images = await this.call<Array<{ Id: string }>>("GET", `/images/json?all=1&filters=${filter}`);
+      if (images.length === 0) return;
+      const errors: unknown[] = [];
+      for (const i of images)
+        await this.call("DELETE", `/images/${i.Id}?force=1`).catch((e: unknown) => {
+          if (!(e instanceof EngineError && e.status === 404)) errors.push(e);
+        });
+      if (errors.length === images.length)
+        throw new AggregateError(errors, `cannot remove the images of ${label}`);
+    }
   }
 
   /** Unpacks a tar archive into a directory of a container, as `docker cp` does. */

@@ -15,6 +15,9 @@ import { EnvdFiles, homeOf } from "./e2b-files.js";
 export interface EnvdSandbox {
   containerId: string;
   envdAccessToken: string;
+  /** Who a call that names no user acts as ("user" if unset), and where its commands run. */
+  user?: string;
+  workdir?: string;
 }
 
 interface ProcessConfig {
@@ -30,11 +33,12 @@ interface RunningProcess {
   execId?: string;
 }
 
-/** The user a call acts as: `Authorization: Basic base64("<user>:")`, else envd's default "user". */
-function callerUser(req: IncomingMessage): string {
+/** The user a call acts as: `Authorization: Basic base64("<user>:")`, else the sandbox's default. */
+function callerUser(req: IncomingMessage, sb: EnvdSandbox): string {
+  const fallback = sb.user ?? "user";
   const m = /^Basic (.+)$/.exec(req.headers.authorization ?? "");
-  if (!m?.[1]) return "user";
-  return Buffer.from(m[1], "base64").toString().split(":")[0] || "user";
+  if (!m?.[1]) return fallback;
+  return Buffer.from(m[1], "base64").toString().split(":")[0] || fallback;
 }
 
 /**
@@ -70,7 +74,7 @@ export class Envd {
         return;
       }
       // The HTTP file routes name their user in the `username` query parameter.
-      const fileUser = url.searchParams.get("username") || callerUser(req);
+      const fileUser = url.searchParams.get("username") || callerUser(req, sb);
       if (url.pathname === "/files" && req.method === "GET")
         return await this.files.read(res, sb.containerId, fileUser, url.searchParams);
       if (url.pathname === "/files" && req.method === "POST")
@@ -83,15 +87,17 @@ export class Envd {
       const msg = requestMessage(req, body);
       switch (url.pathname) {
         case "/process.Process/Start":
-          return await this.start(req, res, id, sb.containerId, msg);
+          return await this.start(req, res, id, sb, msg);
         case "/process.Process/List":
           return sendUnary(res, { processes: this.list(id) });
         case "/process.Process/SendSignal":
           return sendUnary(res, await this.signal(id, sb.containerId, msg));
         case "/filesystem.Filesystem/Stat":
-          return sendUnary(res, { entry: await this.files.stat(sb.containerId, callerUser(req), msg) });
+          return sendUnary(res, { entry: await this.files.stat(sb.containerId, callerUser(req, sb), msg) });
         case "/filesystem.Filesystem/ListDir":
-          return sendUnary(res, { entries: await this.files.listDir(sb.containerId, callerUser(req), msg) });
+          return sendUnary(res, {
+            entries: await this.files.listDir(sb.containerId, callerUser(req, sb), msg),
+          });
         default:
           throw new ConnectError("unimplemented", `${url.pathname} is not implemented by this test double`);
       }
@@ -116,13 +122,14 @@ export class Envd {
     req: IncomingMessage,
     res: ServerResponse,
     sandboxId: string,
-    containerId: string,
+    sb: EnvdSandbox,
     msg: Record<string, unknown>,
   ): Promise<void> {
+    const containerId = sb.containerId;
     if (!isStreaming(req)) throw new ConnectError("invalid_argument", "Start is a server-streaming call");
     const config = msg.process as ProcessConfig | undefined;
     if (!config?.cmd) throw new ConnectError("invalid_argument", "process.cmd is required");
-    const user = callerUser(req);
+    const user = callerUser(req, sb);
     const table = this.processes.get(sandboxId) ?? new Map<number, RunningProcess>();
     this.processes.set(sandboxId, table);
     const pid = this.nextPid++;
@@ -147,7 +154,7 @@ export class Envd {
       const r = await this.engine.exec(containerId, {
         cmd: [config.cmd, ...(config.args ?? [])],
         user,
-        cwd: config.cwd || homeOf(user),
+        cwd: config.cwd || sb.workdir || homeOf(user),
         env: config.envs,
         onStarted: (execId) => {
           proc.execId = execId;

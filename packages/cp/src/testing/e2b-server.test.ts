@@ -5,11 +5,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
   AuthenticationError,
+  BuildError,
   CommandExitError,
   FileNotFoundError,
   Sandbox,
   SandboxNotFoundError,
+  Template,
   TimeoutError,
+  waitForFile,
 } from "e2b";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { E2bServer } from "./e2b-server.js";
@@ -47,7 +50,11 @@ beforeAll(async () => {
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
-  server = await new E2bServer({ apiKey: API_KEY, templates: { base: IMAGE } }).start();
+  server = await new E2bServer({
+    apiKey: API_KEY,
+    templates: { base: IMAGE },
+    baseImages: { "debian:bookworm-slim": "debian:bookworm-slim" },
+  }).start();
   opts = { apiKey: API_KEY, apiUrl: server.apiUrl, sandboxUrl: server.sandboxUrl };
 }, 120_000);
 
@@ -57,10 +64,11 @@ afterAll(async () => {
   } finally {
     docker("rmi", "-f", IMAGE);
   }
-  for (const kind of ["ps -a", "network ls", "image ls"]) {
-    const left = docker(...kind.split(" "), "-q", "--filter", "label=ai.denv.test=e2b-server");
-    expect(left, `docker ${kind} still lists what the test made`).toBe("");
-  }
+  for (const kind of ["ps -a", "network ls", "image ls -a"])
+    for (const label of ["ai.denv.test=e2b-server", `ai.denv.e2b.server=${server?.id}`]) {
+      const left = docker(...kind.split(" "), "-q", "--filter", `label=${label}`);
+      expect(left, `docker ${kind} still lists what the test made (${label})`).toBe("");
+    }
 }, 120_000);
 
 describe("E2bServer with the e2b SDK", { timeout: 90_000 }, () => {
@@ -231,5 +239,104 @@ describe("E2bServer with the e2b SDK", { timeout: 90_000 }, () => {
       await open.kill();
       await closed.kill();
     }
+  });
+
+  it("builds a template (copy, RUN, workdir, user, envs, start command) whose sandboxes start as it left them; refuses a wrong API key", async () => {
+    const context = await mkdtemp(join(tmpdir(), "denv-e2b-context-"));
+    try {
+      await writeFile(join(context, "hello.txt"), "hello from the context\n");
+      const template = Template({ fileContextPath: context })
+        .fromImage("debian:bookworm-slim")
+        .setUser("root")
+        .runCmd("useradd -m -u 1500 -s /bin/bash builder && mkdir -p /srv/app && chown builder /srv/app")
+        .setWorkdir("/srv/app")
+        .copy("hello.txt", "hello.txt", { user: "builder", mode: 0o640 })
+        .setEnvs({ GREETING: 'hi "$there"' })
+        .runCmd('echo "built as $(whoami) in $(pwd)" > built.txt', { user: "builder" })
+        .setUser("builder")
+        .setStartCmd("echo started > /tmp/started; exec sleep 3600", waitForFile("/tmp/started"));
+      await expect(
+        Template.build(template, { alias: "app", ...opts, apiKey: "e2b_wrong" }),
+      ).rejects.toBeInstanceOf(AuthenticationError);
+      const built = await Template.build(template, { alias: "app", ...opts });
+      expect(await Template.exists("app", opts)).toBe(true);
+      const images = () =>
+        docker("image", "ls", "-aq", "--filter", `label=ai.denv.e2b.template=${built.templateId}`);
+      expect(
+        docker(
+          "image",
+          "ls",
+          "-q",
+          "--filter",
+          `label=ai.denv.e2b.server=${server.id}`,
+          "--filter",
+          `label=ai.denv.e2b.build=${built.buildId}`,
+        ),
+      ).not.toBe("");
+
+      const sbx = await Sandbox.create("app", opts);
+      try {
+        const r = await sbx.commands.run(
+          'whoami; pwd; echo "$GREETING"; cat hello.txt built.txt /tmp/started; stat -c "%U %a" hello.txt',
+        );
+        expect(r.stdout).toBe(
+          'builder\n/srv/app\nhi "$there"\nhello from the context\nbuilt as builder in /srv/app\nstarted\nbuilder 640\n',
+        );
+        expect((await sbx.commands.run("cat /proc/[0-9]*/cmdline | tr '\\0' ' '")).stdout).toContain(
+          "sleep 3600",
+        );
+        expect(await sbx.files.read("/srv/app/hello.txt")).toBe("hello from the context\n");
+        expect((await sbx.getInfo()).templateId).toBe(built.templateId);
+      } finally {
+        await sbx.kill();
+      }
+      // DELETE /templates/{id} (the SDK's only caller of it is deleteSnapshot).
+      expect(await Sandbox.deleteSnapshot(built.templateId, opts)).toBe(true);
+      expect(await Template.exists("app", opts)).toBe(false);
+      expect(images()).toBe("");
+    } finally {
+      await rm(context, { recursive: true, force: true });
+    }
+  });
+
+  it("fails a build whose RUN step fails, with the step's output, leaving nothing of it; refuses unknown bases", async () => {
+    const ours = (kind: string) =>
+      docker(
+        ...kind.split(" "),
+        "-q",
+        "--filter",
+        `label=ai.denv.e2b.server=${server.id}`,
+        "--filter",
+        "label=ai.denv.e2b.build",
+      );
+    const before = ours("image ls -a");
+    const failing = Template()
+      .fromImage("debian:bookworm-slim")
+      .runCmd("echo preparing")
+      .runCmd("echo 'the step says why' >&2; exit 3");
+    const logs: string[] = [];
+    const failed = await Template.build(failing, {
+      alias: "broken",
+      ...opts,
+      onBuildLogs: (e) => void logs.push(`${e.level} ${e.message}`),
+    }).catch((e: unknown) => e);
+    expect(failed).toBeInstanceOf(BuildError);
+    expect((failed as BuildError).message).toMatch(
+      /^step 2 \(RUN .*exit 3\) failed: .*code: 3\nthe step says why$/,
+    );
+    expect(logs).toEqual(
+      expect.arrayContaining([
+        "info [step 1/2] RUN echo preparing",
+        "info preparing",
+        "info the step says why",
+      ]),
+    );
+    expect(ours("image ls -a")).toBe(before);
+    expect(ours("ps -a")).toBe("");
+    await expect(Sandbox.create("broken", opts)).rejects.toThrow(/no ready build/);
+
+    await expect(
+      Template.build(Template().fromImage("python:3").runCmd("true"), { alias: "py", ...opts }),
+    ).rejects.toThrow("fromImage 'python:3' is not one of this test double's baseImages");
   });
 });

@@ -1,8 +1,11 @@
 import { randomBytes } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { ApiError } from "./e2b-api-error.js";
 import { Engine, EngineError } from "./e2b-docker.js";
 import { Envd } from "./e2b-envd.js";
+import { homeOf } from "./e2b-files.js";
+import { TemplateBuilds, type TemplateRuntime } from "./e2b-templates.js";
 
 /**
  * The E2B sandbox service (https://e2b.dev) on 127.0.0.1 for tests, as the official `e2b` SDK
@@ -15,7 +18,16 @@ import { Envd } from "./e2b-envd.js";
  * Routes: POST /v2/sandboxes, GET /v2/sandboxes (metadata/state filters, limit and nextToken with
  * the `x-next-token` header), GET and DELETE /sandboxes/{id}, POST /sandboxes/{id}/timeout,
  * POST /v2/sandboxes/{id}/connect, POST /sandboxes/{id}/snapshots, GET /snapshots,
- * DELETE /templates/{snapshotID}.
+ * DELETE /templates/{snapshotID or templateID}.
+ *
+ * Template builds (see e2b-templates.ts): POST /v3/templates (a template by name, and a build),
+ * GET /templates/{templateID}/files/{hash} (`present`, and an upload URL on this server:
+ * PUT /uploads/{token}, no API key, as a presigned URL needs none),
+ * POST /v2/templates/{templateID}/builds/{buildID} (base and steps),
+ * GET /templates/{templateID}/builds/{buildID}/status (status, log entries from `logsOffset`,
+ * `reason` on error), GET /templates/aliases/{alias}. `Sandbox.create("<name>[:<tag>]")` starts
+ * the build's image with its last user and workdir as the defaults of envd's calls, then runs its
+ * start command in the background as that user and waits until its ready command exits 0.
  *
  * A sandbox created with `allow_internet_access: false` joins a Docker `internal` network: no
  * route out and no reach to sandboxes on the other network. Docker's internal mode filters only
@@ -27,11 +39,15 @@ const LABELS = { "ai.denv.managed": "true", "ai.denv.test": "e2b-server" } as co
 /** The envd version this server claims: new enough for every call it implements. */
 const ENVD_VERSION = "0.5.7";
 const DEFAULT_TIMEOUT_S = 300;
+/** How long a sandbox's creation waits for its template's ready command to pass. */
+const READY_TIMEOUT_MS = 30_000;
 
 export interface E2bServerOptions {
   apiKey: string;
   /** Template id or alias -> local Docker image (never pulled). */
   templates: Record<string, string>;
+  /** Image names a template build's `fromImage` may give -> local Docker images (never pulled). */
+  baseImages?: Record<string, string>;
   socketPath?: string;
 }
 
@@ -44,6 +60,12 @@ export interface FakeSandbox {
   allowInternetAccess: boolean;
   startedAt: Date;
   endAt: Date;
+  /** The built template's name, user and workdir defaults, and resources, when it has them. */
+  alias?: string;
+  user?: string;
+  workdir?: string;
+  cpuCount?: number;
+  memoryMB?: number;
 }
 
 interface Snapshot {
@@ -52,15 +74,8 @@ interface Snapshot {
   names: string[];
   image: string;
   sandboxID: string;
-}
-
-class ApiError extends Error {
-  constructor(
-    readonly status: number,
-    message: string,
-  ) {
-    super(message);
-  }
+  user?: string;
+  workdir?: string;
 }
 
 export class E2bServer {
@@ -73,6 +88,7 @@ export class E2bServer {
   readonly networks = { open: "", internal: "" };
   private readonly engine: Engine;
   private readonly envd: Envd;
+  private readonly builds: TemplateBuilds;
   private readonly timers = new Map<string, NodeJS.Timeout>();
   private api?: Server;
   private sandboxHost?: Server;
@@ -80,6 +96,13 @@ export class E2bServer {
   constructor(private readonly opts: E2bServerOptions) {
     this.engine = new Engine(opts.socketPath);
     this.envd = new Envd(this.engine, (id) => this.sandboxes.get(id));
+    this.builds = new TemplateBuilds({
+      engine: this.engine,
+      labels: this.labels,
+      baseImages: opts.baseImages ?? {},
+      resolve: (ref) => this.runtime(ref),
+      uploadUrl: (token) => `${this.apiUrl}/uploads/${token}`,
+    });
   }
 
   get labels(): Record<string, string> {
@@ -111,6 +134,7 @@ export class E2bServer {
       s?.closeAllConnections();
       await new Promise<void>((r) => (s ? s.close(() => r()) : r()));
     }
+    await this.builds.settle();
     const filter = encodeURIComponent(JSON.stringify({ label: [`ai.denv.e2b.server=${this.id}`] }));
     const errors: unknown[] = [];
     const attempt = async (what: Promise<unknown>) => what.catch((e: unknown) => errors.push(e));
@@ -119,11 +143,7 @@ export class E2bServer {
       `/containers/json?all=1&filters=${filter}`,
     );
     for (const c of containers) await attempt(this.engine.call("DELETE", `/containers/${c.Id}?force=1&v=1`));
-    const images = await this.engine.call<Array<{ Id: string }>>(
-      "GET",
-      `/images/json?all=1&filters=${filter}`,
-    );
-    for (const i of images) await attempt(this.engine.call("DELETE", `/images/${i.Id}?force=1`));
+    await attempt(this.engine.removeImages(`ai.denv.e2b.server=${this.id}`));
     const networks = await this.engine.call<Array<{ Id: string }>>("GET", `/networks?filters=${filter}`);
     for (const n of networks) await attempt(this.engine.call("DELETE", `/networks/${n.Id}`));
     this.sandboxes.clear();
@@ -137,14 +157,22 @@ export class E2bServer {
 
   private async handleApi(req: IncomingMessage, res: ServerResponse, raw: Buffer): Promise<void> {
     const send = (status: number, body?: unknown, headers: Record<string, string> = {}) => {
+      // An empty answer says so with its length: the SDK reads any other as JSON.
       res.writeHead(
         status,
-        body === undefined ? headers : { "content-type": "application/json", ...headers },
+        body === undefined
+          ? { "content-length": "0", ...headers }
+          : { "content-type": "application/json", ...headers },
       );
       res.end(body === undefined ? undefined : JSON.stringify(body));
     };
     const url = new URL(req.url ?? "/", "http://x");
     try {
+      const upload = /^\/uploads\/(\w+)$/.exec(url.pathname);
+      if (upload && req.method === "PUT") {
+        await this.builds.upload(upload[1] ?? "", raw);
+        return send(200);
+      }
       if (req.headers["x-api-key"] !== this.opts.apiKey) throw new ApiError(401, "Invalid API key");
       let body: Record<string, unknown> = {};
       if (raw.length > 0) {
@@ -161,10 +189,26 @@ export class E2bServer {
         return send(200, page, next ? { "x-next-token": next } : {});
       }
       if (route === "GET /snapshots") return send(200, this.listSnapshots(url.searchParams));
+      if (route === "POST /v3/templates") return send(202, this.builds.request(body));
+      const files = /^\/templates\/([^/]+)\/files\/([^/]+)$/.exec(url.pathname);
+      if (files && req.method === "GET")
+        return send(201, this.builds.uploadLink(files[1] ?? "", files[2] ?? ""));
+      const build = /^(\/v2)?\/templates\/([^/]+)\/builds\/([^/]+)(\/status)?$/.exec(url.pathname);
+      const [, buildV2, buildTemplate = "", buildID = "", buildStatus] = build ?? [];
+      if (build && req.method === "POST" && buildV2 && !buildStatus) {
+        await this.builds.start(buildTemplate, buildID, body);
+        return send(202);
+      }
+      if (build && req.method === "GET" && !buildV2 && buildStatus)
+        return send(200, this.builds.status(buildTemplate, buildID, url.searchParams));
+      const alias = /^\/templates\/aliases\/([^/]+)$/.exec(url.pathname);
+      if (alias && req.method === "GET")
+        return send(200, this.builds.alias(decodeURIComponent(alias[1] ?? "")));
       const m = /^(\/v2)?\/(sandboxes|templates)\/([^/]+)(?:\/(\w+))?$/.exec(url.pathname);
       const [, v2, collection, id = "", action] = m ?? [];
       if (collection === "templates" && req.method === "DELETE" && !action && !v2) {
-        await this.deleteSnapshot(decodeURIComponent(id));
+        const ref = decodeURIComponent(id);
+        if (!(await this.builds.delete(ref))) await this.deleteSnapshot(ref);
         return send(204);
       }
       if (collection === "sandboxes") {
@@ -208,30 +252,37 @@ export class E2bServer {
   private detail(sb: FakeSandbox): object {
     return {
       ...this.created(sb),
+      ...(sb.alias ? { alias: sb.alias } : {}),
       metadata: sb.metadata,
       allowInternetAccess: sb.allowInternetAccess,
       startedAt: sb.startedAt.toISOString(),
       endAt: sb.endAt.toISOString(),
       state: "running",
-      cpuCount: 2,
-      memoryMB: 512,
+      cpuCount: sb.cpuCount ?? 2,
+      memoryMB: sb.memoryMB ?? 512,
       diskSizeMB: 1024,
     };
   }
 
-  /** The image a template id, alias, snapshot id (`<id>:default`) or snapshot name stands for. */
-  private image(templateID: string): string {
+  /**
+   * What a snapshot id (`<id>:default`) or name, a built template's id or name (`[:tag]`), or a
+   * template of the `templates` option stands for.
+   */
+  private runtime(templateID: string): TemplateRuntime {
     const ref = templateID.replace(/:default$/, "").replace(/^local\//, "");
     for (const s of this.snapshots.values())
-      if (s.rawId === ref || s.snapshotID === templateID || s.names.includes(templateID)) return s.image;
+      if (s.rawId === ref || s.snapshotID === templateID || s.names.includes(templateID))
+        return { templateID, image: s.image, user: s.user, workdir: s.workdir };
+    const built = this.builds.find(templateID);
+    if (built) return built;
     const image = this.opts.templates[templateID];
     if (!image) throw new ApiError(404, `template '${templateID}' not found`);
-    return image;
+    return { templateID, image };
   }
 
   private async create(body: Record<string, unknown>): Promise<FakeSandbox> {
     if (typeof body.templateID !== "string") throw new ApiError(400, "templateID is required");
-    const image = this.image(body.templateID);
+    const rt = this.runtime(body.templateID);
     const allowInternetAccess = body.allow_internet_access !== false;
     const sandboxID = `i${randomBytes(10).toString("hex")}`;
     const envs = (body.envVars ?? {}) as Record<string, string>;
@@ -239,29 +290,73 @@ export class E2bServer {
       "POST",
       `/containers/create?name=denv-e2b-${this.id}-${sandboxID}`,
       {
-        Image: image,
+        Image: rt.image,
         Cmd: ["sleep", "infinity"],
         Entrypoint: [],
         Env: Object.entries(envs).map(([k, v]) => `${k}=${v}`),
         Labels: { ...this.labels, "ai.denv.e2b.sandbox": sandboxID },
-        HostConfig: { NetworkMode: this.networks[allowInternetAccess ? "open" : "internal"], Init: true },
+        HostConfig: {
+          NetworkMode: this.networks[allowInternetAccess ? "open" : "internal"],
+          Init: true,
+          ...(rt.cpuCount ? { NanoCpus: rt.cpuCount * 1e9 } : {}),
+          ...(rt.memoryMB ? { Memory: rt.memoryMB * 1024 * 1024 } : {}),
+        },
       },
     );
     await this.engine.call("POST", `/containers/${Id}/start`);
     const now = new Date();
     const sb: FakeSandbox = {
       sandboxID,
-      templateID: body.templateID,
+      templateID: rt.templateID,
       containerId: Id,
       envdAccessToken: randomBytes(16).toString("hex"),
       metadata: (body.metadata ?? {}) as Record<string, string>,
       allowInternetAccess,
       startedAt: now,
       endAt: now,
+      alias: rt.alias,
+      user: rt.user,
+      workdir: rt.workdir,
+      cpuCount: rt.cpuCount,
+      memoryMB: rt.memoryMB,
     };
     this.sandboxes.set(sandboxID, sb);
     this.schedule(sb, Number(body.timeout ?? DEFAULT_TIMEOUT_S));
+    try {
+      await this.startCommands(sb, rt, envs);
+    } catch (e) {
+      await this.kill(sb);
+      throw e;
+    }
     return sb;
+  }
+
+  /**
+   * A built template's start command, in the background as its user in its workdir, then its ready
+   * command until it exits 0. E2B runs them once at build time and snapshots the running sandbox;
+   * here each sandbox runs them when it is created.
+   */
+  private async startCommands(sb: FakeSandbox, rt: TemplateRuntime, env: Record<string, string>) {
+    const user = sb.user ?? "user";
+    const run = { user, cwd: sb.workdir ?? homeOf(user), env };
+    if (rt.startCmd)
+      await this.engine.spawn(sb.containerId, { cmd: ["/bin/bash", "-l", "-c", rt.startCmd], ...run });
+    if (!rt.readyCmd) return;
+    const deadline = Date.now() + READY_TIMEOUT_MS;
+    for (;;) {
+      const r = await this.engine.exec(sb.containerId, {
+        cmd: ["/bin/bash", "-l", "-c", rt.readyCmd],
+        ...run,
+      });
+      if (r.exitCode === 0) return;
+      if (Date.now() > deadline)
+        throw new ApiError(
+          500,
+          `template '${rt.alias ?? rt.templateID}': its ready command \`${rt.readyCmd}\` did not pass within ` +
+            `${READY_TIMEOUT_MS / 1000} s (last exit code ${r.exitCode}: ${r.stderr.toString().trim()})`,
+        );
+      await new Promise((r) => setTimeout(r, 200));
+    }
   }
 
   /** A sandbox ends when its timeout passes, as E2B kills it then (no auto-pause here). */
@@ -313,6 +408,8 @@ export class E2bServer {
       names,
       image,
       sandboxID: sb.sandboxID,
+      user: sb.user,
+      workdir: sb.workdir,
     };
     this.snapshots.set(rawId, s);
     return { snapshotID: s.snapshotID, names: s.names };
