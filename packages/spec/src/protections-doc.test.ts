@@ -46,6 +46,7 @@ describe("docs/reference/protections.md lists every exact string", () => {
     expect(doc).toContain(HostRefusals.foreignImage("<image>", "<owner>"));
     expect(doc).toContain(HostRefusals.diskUnenforceable("<what>", "<why>"));
     expect(doc).toContain(HostRefusals.sandboxUnavailable("<sandbox>", "<runtime>"));
+    expect(doc).toContain(HostRefusals.needsEngine("<what>", "<host>"));
     expect(doc).toContain(ControlPlaneMessages.wrongAnswer("<host>", "<kind>", "<why>"));
   });
 

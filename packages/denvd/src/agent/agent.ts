@@ -9,7 +9,7 @@ import {
   type ResultFrame,
 } from "@denv/spec/protocol/frames";
 import type { z } from "zod";
-import type { Runtime } from "../runtime/runtime.js";
+import type { HostRuntime } from "../runtime/host-runtime.js";
 import type { TransferListener } from "../transfer/direct.js";
 import { type AbortCode, abortCode, CommandAborted, type CommandContext } from "./command-context.js";
 import { errorText } from "./connection.js";
@@ -41,7 +41,7 @@ interface Processing {
  */
 
 export interface AgentOptions {
-  runtime: Runtime;
+  runtime: HostRuntime;
   journal: Journal;
   labels: Record<string, string>;
   /** Caps the memory hello reports (--capacity-memory). */

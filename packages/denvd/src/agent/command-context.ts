@@ -1,7 +1,7 @@
 import type { CommandKind, CommandPayloads, CommandResults } from "@denv/spec";
 import type { z } from "zod";
+import type { HostRuntime } from "../runtime/host-runtime.js";
 import type { PhaseListener } from "../runtime/phase-listener.js";
-import type { Runtime } from "../runtime/runtime.js";
 import type { TransferListener } from "../transfer/direct.js";
 import type { Log } from "./log.js";
 import type { StreamRegistry } from "./streams.js";
@@ -10,7 +10,7 @@ import type { StreamRegistry } from "./streams.js";
 export interface CommandContext {
   /** The command id: passed to runtime ops as `command`, so what they create carries it as a label. */
   id: string;
-  runtime: Runtime;
+  runtime: HostRuntime;
   streams: StreamRegistry;
   /** Aborted by a `cancel` frame, the deadline, or (for stream commands) a lost connection. */
   signal: AbortSignal;

@@ -1,6 +1,6 @@
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
-import type { Runtime } from "../runtime/runtime.js";
+import type { HostRuntime } from "../runtime/host-runtime.js";
 import type { TransferListener } from "../transfer/direct.js";
 import { Agent } from "./agent.js";
 import { type Backoff, Connection } from "./connection.js";
@@ -15,7 +15,7 @@ import { reconcile } from "./reconcile.js";
  */
 
 export interface DaemonOptions {
-  runtime: Runtime;
+  runtime: HostRuntime;
   host: Pick<HostFile, "url" | "credential">;
   labels: Record<string, string>;
   /** Caps the memory hello reports (--capacity-memory). */
@@ -36,7 +36,7 @@ export interface Daemon {
 const PRUNE_EVERY_MS = 60 * 60 * 1000;
 
 export async function startDaemon(o: DaemonOptions): Promise<Daemon> {
-  const stateDir = o.runtime.host.stateDir;
+  const stateDir = o.runtime.stateDir;
   const tmpDir = join(stateDir, "tmp");
   // Deploy sources of commands a crash interrupted.
   await rm(tmpDir, { recursive: true, force: true });

@@ -1,5 +1,4 @@
 import { type CommandKind, DenvError, parseEnvRef, parseVersionRef } from "@denv/spec";
-import { egressProbe, hostVersion } from "../runtime/host-reports.js";
 import type { CommandContext, Handler, HandlerResult, Payload } from "./command-context.js";
 import { throwIfAborted } from "./command-context.js";
 import { execCommand } from "./exec-handler.js";
@@ -102,7 +101,7 @@ async function restore(
     );
   }
   throwIfAborted(ctx.signal);
-  if (await ctx.runtime.host.records.getEnvironment(p.environment)) {
+  if (await ctx.runtime.has(p.environment)) {
     await ctx.runtime.destroy(p.environment);
     ctx.line(`destroyed ${p.environment}; forking ${p.version} in its place`);
   }
@@ -128,12 +127,11 @@ async function snapshot(
 ): Promise<HandlerResult<"env.snapshot">> {
   // Not interruptible: the environment is frozen in the middle, and thawing is the snapshot's
   // own last step.
-  const info = await ctx.runtime.snapshot(p.environment, {
+  return ctx.runtime.snapshot(p.environment, {
     command: ctx.id,
     onPhase: ctx.phases(false),
     ...(p.number !== undefined ? { number: p.number } : {}),
   });
-  return hostVersion(info, ctx.runtime.host.hostId);
 }
 
 const handlerTable: { [K in CommandKind]: Handler<K> } = {
@@ -150,7 +148,7 @@ const handlerTable: { [K in CommandKind]: Handler<K> } = {
     await ctx.runtime.destroy(p.environment, { onPhase: ctx.phases(false) });
     return { environment: p.environment, destroyed: true };
   },
-  "env.probe_egress": async (p, ctx) => egressProbe(await ctx.runtime.probeEgress(p.environment)),
+  "env.probe_egress": (p, ctx) => ctx.runtime.probeEgress(p.environment),
   // The episode's snapshot comes with the grade: a version like any other, the cp records it.
   "env.verify": (p, ctx) =>
     ctx.runtime.verify(p.environment, {

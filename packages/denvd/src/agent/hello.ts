@@ -1,7 +1,7 @@
 import { statfs } from "node:fs/promises";
 import { availableParallelism, totalmem } from "node:os";
 import { type HelloFrame, PROTOCOL_VERSION } from "@denv/spec/protocol/frames";
-import type { Runtime } from "../runtime/runtime.js";
+import type { HostRuntime } from "../runtime/host-runtime.js";
 import type { Journal } from "./journal.js";
 import { DENVD_VERSION } from "./version.js";
 
@@ -21,7 +21,7 @@ export function offeredMemory(machine: number, cap: number | undefined): number 
  * (environments, versions, commands not done) so that the control plane can reconcile its view.
  */
 export async function buildHello(o: {
-  runtime: Runtime;
+  runtime: HostRuntime;
   journal: Journal;
   labels: Record<string, string>;
   capacityMemory?: number | undefined;
@@ -32,12 +32,12 @@ export async function buildHello(o: {
   return {
     v: PROTOCOL_VERSION,
     type: "hello",
-    host_id: o.runtime.host.hostId,
+    host_id: o.runtime.hostId,
     version: DENVD_VERSION,
     capacity: {
       cpus: availableParallelism(),
       memory_bytes: offeredMemory(totalmem(), o.capacityMemory),
-      disk_free_bytes: await diskFree(o.runtime.host.stateDir),
+      disk_free_bytes: await diskFree(o.runtime.stateDir),
     },
     labels: o.labels,
     environments: held.environments.map((e) => ({

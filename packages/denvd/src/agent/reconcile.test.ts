@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Version } from "@denv/spec";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DockerHostRuntime } from "../runtime/docker-host-runtime.js";
 import type { Runtime } from "../runtime/runtime.js";
 import { openTestRuntime, writeProject } from "../testing/harness.js";
 import { Journal, type JournalEntry } from "./journal.js";
@@ -30,7 +31,7 @@ describe("reconciling commands a crash interrupted", () => {
     return journal.started(await journal.received({ id, kind, payload, deadline: Date.now() + 60_000 }));
   }
   async function settle(id: string) {
-    await reconcile(rt, journal, silentLog);
+    await reconcile(new DockerHostRuntime(rt), journal, silentLog);
     return journal.get(id);
   }
 

@@ -1,6 +1,7 @@
 import type { Socket } from "node:net";
 import { BULK_WINDOW, DenvError } from "@denv/spec";
 import { hostVersion, versionInfo } from "../runtime/host-reports.js";
+import { requireEngine } from "../runtime/host-runtime.js";
 import { dialDirect } from "../transfer/direct.js";
 import { type ReceiveStreams, receiveVersion } from "../transfer/receive.js";
 import { sendVersion } from "../transfer/send.js";
@@ -33,7 +34,13 @@ export async function versionSend(
           ),
   });
   try {
-    const { parts } = await sendVersion(ctx.runtime.host, p.version, p.resume, writer, ctx.signal);
+    const { parts } = await sendVersion(
+      requireEngine(ctx.runtime, "version transfer").host,
+      p.version,
+      p.resume,
+      writer,
+      ctx.signal,
+    );
     await outbound.end();
     ctx.line(`sent ${p.version}: ${writer.bytes} bytes in ${writer.records} records`);
     return { version: p.version, bytes: writer.bytes, records: writer.records, parts };
@@ -55,7 +62,7 @@ async function sendDirect(
   const onAbort = () => socket?.destroy(new Error(String(ctx.signal.reason)));
   ctx.signal.addEventListener("abort", onAbort, { once: true });
   try {
-    socket = await dialDirect(direct, { version: p.version, from: ctx.runtime.host.hostId }, ctx.signal);
+    socket = await dialDirect(direct, { version: p.version, from: ctx.runtime.hostId }, ctx.signal);
     const s = socket;
     // The socket lets go of each batch once the kernel has it: the writer fills it again.
     const writer = new RecordWriter({
@@ -75,7 +82,13 @@ async function sendDirect(
           s.once("close", onClose);
         }),
     });
-    const { parts } = await sendVersion(ctx.runtime.host, p.version, p.resume, writer, ctx.signal);
+    const { parts } = await sendVersion(
+      requireEngine(ctx.runtime, "version transfer").host,
+      p.version,
+      p.resume,
+      writer,
+      ctx.signal,
+    );
     await new Promise<void>((resolve, reject) => {
       s.once("error", reject);
       s.end(() => resolve());
@@ -106,8 +119,9 @@ export async function versionReceive(
   const direct = p.direct ? directInbound(p, p.direct, ctx, inbound) : undefined;
   try {
     // One transfer of a version at a time on a host: a second waits, then finds it registered.
-    const r = await ctx.runtime.host.locks.with(`transfer:${p.version}`, () =>
-      receiveVersion(ctx.runtime.host, p.version, p.from, {
+    const host = requireEngine(ctx.runtime, "version transfer").host;
+    const r = await host.locks.with(`transfer:${p.version}`, () =>
+      receiveVersion(host, p.version, p.from, {
         inbound: direct?.records ?? inbound,
         sendResume: async (line) => {
           outbound.write("file", line);
@@ -116,7 +130,7 @@ export async function versionReceive(
     );
     await outbound.end();
     ctx.line(`received ${p.version} from ${p.from}${direct ? " directly" : ""}: ${r.transfer.bytes} bytes`);
-    return { ...hostVersion(versionInfo(r.record), ctx.runtime.host.hostId), transfer: r.transfer };
+    return { ...hostVersion(versionInfo(r.record), ctx.runtime.hostId), transfer: r.transfer };
   } catch (err) {
     outbound.abort(ctx.signal.aborted ? String(ctx.signal.reason) : (err as Error).message);
     throwIfAborted(ctx.signal);
@@ -142,7 +156,7 @@ function directInbound(
   if (!listener) {
     throw new DenvError(
       "conflict",
-      `version transfer: host ${ctx.runtime.host.hostId} has no transfer listener (denvd --transfer-listen)`,
+      `version transfer: host ${ctx.runtime.hostId} has no transfer listener (denvd --transfer-listen)`,
     );
   }
   const waiting = listener.expect({

@@ -1,6 +1,7 @@
 import { connect, type Socket } from "node:net";
 import { DenvError } from "@denv/spec";
 import { requireEnvironment } from "../runtime/host-context.js";
+import { requireEngine } from "../runtime/host-runtime.js";
 import {
   abortCode,
   type CommandContext,
@@ -26,7 +27,8 @@ export async function tunnel(
 ): Promise<HandlerResult<"env.connect">> {
   const phases = ctx.phases(false);
   phases.start("connect");
-  const rec = await requireEnvironment(ctx.runtime.host, p.environment);
+  const host = requireEngine(ctx.runtime, "a port tunnel").host;
+  const rec = await requireEnvironment(host, p.environment);
   const containerId = rec.containers[p.service];
   if (!containerId) {
     throw new DenvError(
@@ -34,7 +36,7 @@ export async function tunnel(
       `environment ${p.environment} has no service '${p.service}' (services: ${Object.keys(rec.containers).join(", ")})`,
     );
   }
-  const state = await ctx.runtime.host.docker.containers.inspect(containerId);
+  const state = await host.docker.containers.inspect(containerId);
   const ip = state?.running ? state.networks[rec.network.name]?.ip : undefined;
   if (!ip) {
     throw new DenvError(

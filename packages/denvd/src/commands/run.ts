@@ -3,6 +3,7 @@ import { startDaemon } from "../agent/daemon.js";
 import { readHostFile } from "../agent/host-file.js";
 import type { Log } from "../agent/log.js";
 import { type DenvdConfig, insecureUrlRefusal, parseListen, redact } from "../config.js";
+import { DockerHostRuntime } from "../runtime/docker-host-runtime.js";
 import { Runtime } from "../runtime/runtime.js";
 import type { Output } from "./output.js";
 
@@ -32,7 +33,7 @@ export async function run(config: DenvdConfig, out: Output, log: Log): Promise<n
   });
   log("runtime open", { store: runtime.host.store.method });
   const daemon = await startDaemon({
-    runtime,
+    runtime: new DockerHostRuntime(runtime),
     host: { url, credential: host.credential },
     labels: config.labels,
     capacityMemory: config.capacityMemory,

@@ -2,6 +2,9 @@
 
 /** What a host refuses of a project, whatever its compose file says. */
 export const HostRefusals = {
+  /** A host that bridges to a hosted provider has no Docker engine of denv's own for this. */
+  needsEngine: (what: string, hostId: string) =>
+    `refused: ${what} needs denv's own runtime on a Docker engine, and host ${hostId} is a bridge to a hosted provider; use a host of a hosts or provisioned target`,
   /** The project's kind, set by an admin, is authoritative over the file's x-denv.kind. */
   kindMismatch: (project: string, kind: string, asked: string) =>
     `refused: project '${project}' is of kind ${kind}, and its compose file asks for x-denv.kind: ${asked}; a project's kind is set by an admin when the project is created (denv projects create ${project} --kind ${asked}), never by its file`,

@@ -5,6 +5,7 @@ import { fileURLToPath } from "node:url";
 import { Labels } from "@denv/spec";
 import type { DockerClient } from "../../docker/docker-client.js";
 import { run } from "../../host/run.js";
+import { DockerHostRuntime } from "../../runtime/docker-host-runtime.js";
 import { Runtime } from "../../runtime/runtime.js";
 import { openTestRuntime, writeProject } from "../../testing/harness.js";
 import { type Daemon, startDaemon } from "../daemon.js";
@@ -63,7 +64,7 @@ export async function startTestHost(opts: { heartbeatMs?: number } = {}): Promis
   const logs: string[] = [];
   const log: Log = (event, fields) => logs.push(`${event} ${JSON.stringify(fields ?? {})}`);
   const daemon = await startDaemon({
-    runtime: rt,
+    runtime: new DockerHostRuntime(rt),
     host: { url: cp.url, credential: cp.credential },
     labels: { zone: "test", disk: "ssd" },
     log,
