@@ -13,6 +13,7 @@ export * from "./messages/control-plane.js";
 export * from "./messages/host.js";
 export * from "./messages/import.js";
 export * from "./messages/karotte.js";
+export * from "./messages/providers.js";
 
 export const Protection = {
   /** 1. The agent is never root. */

@@ -1,0 +1,103 @@
+import { createHash } from "node:crypto";
+import { readdir, readFile, readlink } from "node:fs/promises";
+import { join, posix, relative, resolve, sep } from "node:path";
+import { DenvError, type ServicePlan } from "@denv/spec";
+import { type E2bConnection, loadE2b, sdkOptions } from "./e2b-sdk.js";
+
+/** The agent service's template: its alias, and whether this deploy built it. */
+export interface BuiltTemplate {
+  alias: string;
+  built: boolean;
+  /** The content hash the alias ends with. */
+  hash: string;
+}
+
+/**
+ * The E2B template of a service, built with the SDK's template builder: `fromDockerfile` with the
+ * service's build context for `build:`, `fromImage` for `image:`, and the service's cpu and memory
+ * caps as the template's. Its alias is `denv-<host>-<project>-<content hash>`: the hash covers
+ * the Dockerfile, every file of the context (path, type, mode, content or link target) and the
+ * caps, so that a deploy of the same content reuses the template and any change builds a new one.
+ */
+export async function buildTemplate(
+  conn: E2bConnection,
+  input: {
+    hostId: string;
+    project: string;
+    projectDir: string;
+    service: ServicePlan;
+    onLog?: (line: string) => void;
+  },
+): Promise<BuiltTemplate> {
+  const { Template } = await loadE2b();
+  const svc = input.service;
+  const cpuCount = Math.max(1, Math.ceil(svc.resources.cpus));
+  // E2B takes memory in MiB, an even number.
+  const memoryMB = Math.ceil(svc.resources.memoryBytes / 2 ** 20 / 2) * 2;
+  const hash = createHash("sha256");
+  hash.update(JSON.stringify({ cpuCount, memoryMB }));
+  let template: import("e2b").TemplateBuilder;
+  if (svc.build) {
+    const root = resolve(input.projectDir);
+    const context = resolve(root, svc.build.context);
+    if (context !== root && !context.startsWith(root + sep)) {
+      throw new DenvError("invalid_compose", `service '${svc.name}': build context is outside the project`);
+    }
+    const dockerfile = await readFile(join(context, svc.build.dockerfile), "utf8");
+    hash.update(`dockerfile\0${dockerfile}\0`);
+    await hashTree(hash, context);
+    template = Template({ fileContextPath: context }).fromDockerfile(dockerfile);
+  } else {
+    hash.update(`image\0${svc.image}\0`);
+    template = Template().fromImage(svc.image);
+  }
+  const digest = hash.digest("hex").slice(0, 16);
+  const alias = `${templatePrefix(input.hostId)}${slug(input.project, 24)}-${digest}`;
+  const opts = sdkOptions(conn);
+  if (await Template.exists(alias, opts)) return { alias, built: false, hash: digest };
+  await Template.build(template, alias, {
+    ...opts,
+    cpuCount,
+    memoryMB,
+    ...(input.onLog ? { onBuildLogs: (e: { message: string }) => input.onLog?.(e.message) } : {}),
+  });
+  return { alias, built: true, hash: digest };
+}
+
+/** What every alias and snapshot name of this host starts with (gc finds them by it). */
+export function templatePrefix(hostId: string): string {
+  return `denv-${slug(hostId, 16)}-`;
+}
+
+/** Lower-case letters, digits and dashes, at most `max` of them (E2B's alias alphabet). */
+export function slug(s: string, max: number): string {
+  return (
+    s
+      .toLowerCase()
+      .replace(/[^a-z0-9]+/g, "-")
+      .replace(/^-+|-+$/g, "")
+      .slice(0, max) || "x"
+  );
+}
+
+async function hashTree(hash: ReturnType<typeof createHash>, root: string): Promise<void> {
+  const walk = async (dir: string): Promise<void> => {
+    const entries = (await readdir(dir, { withFileTypes: true })).sort((a, b) =>
+      a.name.localeCompare(b.name),
+    );
+    for (const e of entries) {
+      const abs = join(dir, e.name);
+      const rel = relative(root, abs).split(sep).join(posix.sep);
+      if (e.isDirectory()) {
+        hash.update(`d\0${rel}\0`);
+        await walk(abs);
+      } else if (e.isSymbolicLink()) hash.update(`l\0${rel}\0${await readlink(abs)}\0`);
+      else if (e.isFile()) {
+        hash.update(`f\0${rel}\0`);
+        hash.update(await readFile(abs));
+        hash.update("\0");
+      }
+    }
+  };
+  await walk(root);
+}

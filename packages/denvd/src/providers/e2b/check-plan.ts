@@ -1,0 +1,104 @@
+import { DenvError, type Plan, ProviderMessages, type ServicePlan } from "@denv/spec";
+
+export const PROVIDER = "E2B";
+
+/** denv's own resolver options, which a plan carries unless its file gives others (or none). */
+const DEFAULT_DNS_OPT = ["timeout:1", "attempts:1"];
+
+/**
+ * Refuses, before anything is created, what an E2B sandbox cannot be: one line naming the
+ * capability or the compose key. An E2B sandbox is one machine from one template; what a file
+ * asks of several services, of volumes, of the engine's container options or of denv's own
+ * sandboxes is refused rather than dropped.
+ *
+ * @throws DenvError `invalid_request` (a capability E2B lacks) or `invalid_compose` (a key this
+ *   runtime does not carry over).
+ */
+export function checkPlan(plan: Plan): ServicePlan {
+  const [service, ...others] = plan.services;
+  if (!service || others.length > 0) {
+    throw new DenvError(
+      "invalid_request",
+      ProviderMessages.lacks(PROVIDER, "multi_service", `a file of ${plan.services.length} services needs`),
+    );
+  }
+  if (plan.volumes.length > 0) {
+    throw new DenvError(
+      "invalid_request",
+      ProviderMessages.lacks(
+        PROVIDER,
+        "volume snapshots",
+        `named volumes (${plan.volumes.join(", ")}) need, captured in one snapshot with the services`,
+      ),
+    );
+  }
+  if (plan.agent.sandbox !== undefined || plan.agent.capabilities !== undefined) {
+    throw new DenvError(
+      "invalid_request",
+      ProviderMessages.lacks(
+        PROVIDER,
+        `x-denv.agent.sandbox ${plan.agent.sandbox ?? "capabilities"}`,
+        "a root agent confined by denv's own sandbox needs",
+      ),
+    );
+  }
+  if (plan.verifier !== undefined) {
+    throw new DenvError(
+      "invalid_request",
+      ProviderMessages.lacks(
+        PROVIDER,
+        "verify",
+        "x-denv.verifier needs (the runtime does not run verifiers yet)",
+      ),
+    );
+  }
+  if (plan.egress === "mirrors") {
+    throw new DenvError(
+      "invalid_request",
+      ProviderMessages.lacks(
+        PROVIDER,
+        "mirror egress",
+        "x-denv.egress: mirrors needs (denvd's proxy on the environment's network)",
+      ),
+    );
+  }
+  if (plan.disk !== undefined && plan.disk.explicit.length > 0) {
+    throw new DenvError(
+      "invalid_request",
+      ProviderMessages.lacks(PROVIDER, "disk caps", `x-denv.disk (${plan.disk.explicit.join(", ")}) needs`),
+    );
+  }
+  const key = (name: string, why: string): never => {
+    throw new DenvError(
+      "invalid_compose",
+      ProviderMessages.unsupportedKey(PROVIDER, service.name, name, why),
+    );
+  };
+  const s = service;
+  if (s.command !== undefined) key("command", "a sandbox runs no service process of denv's");
+  if (s.entrypoint !== undefined) key("entrypoint", "a sandbox runs no service process of denv's");
+  if (s.healthcheck !== undefined) key("healthcheck", "nothing runs it in the sandbox");
+  if (s.tmpfs.length > 0) key("tmpfs", "the sandbox has one disk");
+  if (s.expose.length > 0) key("expose", "there is no other service to reach it");
+  if (s.ports.length > 0) key("ports", "E2B publishes ports through its own domain, not the host's");
+  if (Object.keys(s.labels).length > 0) key("labels", "a sandbox has metadata, not container labels");
+  if (s.init !== undefined) key("init", "E2B's own init runs the sandbox");
+  if (s.stopGracePeriodMs !== undefined) key("stop_grace_period", "sandboxes are killed, not stopped");
+  if (s.restart !== undefined && s.restart !== "no")
+    key("restart", "a sandbox runs no service process of denv's");
+  if (s.capDrop.length > 0) key("cap_drop", "E2B decides the sandbox's capabilities");
+  if (s.networkMode !== undefined) key("network_mode", "E2B's network policy decides the sandbox's network");
+  if (s.hostname !== undefined) key("hostname", "E2B names the sandbox");
+  if (s.platform !== undefined && s.platform !== "linux/amd64")
+    key("platform", "E2B sandboxes are linux/amd64");
+  if (s.dnsOpt.length > 0 && s.dnsOpt.join(",") !== DEFAULT_DNS_OPT.join(","))
+    key("dns_opt", "E2B's resolver serves the sandbox");
+  if (s.build && Object.keys(s.build.args).length > 0)
+    key("build.args", "E2B's template builder takes no build arguments");
+  if (s.build?.target !== undefined)
+    key("build.target", "E2B's template builder builds the whole Dockerfile");
+  if (s.user !== undefined && s.user !== plan.agent.user) {
+    key("user", `only the agent's user (${plan.agent.user}) runs in the sandbox`);
+  }
+  return s;
+}

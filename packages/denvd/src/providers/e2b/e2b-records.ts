@@ -1,0 +1,113 @@
+import { mkdir, readdir, readFile, rm } from "node:fs/promises";
+import { join } from "node:path";
+import type { AgentPlan, EgressProbe, Plan } from "@denv/spec";
+import { writeFileAtomic } from "../../agent/atomic-file.js";
+
+/**
+ * What the E2B runtime keeps of its environments and versions, one JSON file each under
+ * `<stateDir>/e2b/`, written atomically: E2B holds the sandboxes and snapshots, these records
+ * say which of them are denv's and what they are.
+ */
+
+/** An environment: one sandbox (E2B sandboxes are one container). */
+export interface E2bEnvironmentRecord {
+  /** PROJECT/ENV */
+  id: string;
+  project: string;
+  name: string;
+  sandboxId: string;
+  /** What the sandbox was created from: the built template's id, or the version's snapshot id. */
+  templateId: string;
+  /** The template's alias (a deploy) or the version id (a fork). */
+  image: string;
+  plan: Plan;
+  agent: AgentPlan;
+  /** The name E2B runs the agent's commands as, and the uid it resolved to in the sandbox. */
+  agentName: string;
+  agentUid: number;
+  allowInternetAccess: boolean;
+  command: string;
+  parentVersion?: string;
+  timings: { create_ms: number; probe_ms: number; total_ms: number };
+  probe: EgressProbe | { skipped: string };
+  createdAt: string;
+}
+
+/** A version: an E2B snapshot of the environment's sandbox. */
+export interface E2bVersionRecord {
+  /** PROJECT@vN */
+  id: string;
+  project: string;
+  number: number;
+  snapshotId: string;
+  sourceEnvironment: string;
+  parentVersion?: string;
+  plan: Plan;
+  agent: AgentPlan;
+  agentName: string;
+  agentUid: number;
+  allowInternetAccess: boolean;
+  command: string;
+  timings: { snapshot_ms: number; total_ms: number };
+  createdAt: string;
+}
+
+export class E2bRecords {
+  private constructor(private readonly dir: string) {}
+
+  static async open(stateDir: string): Promise<E2bRecords> {
+    const dir = join(stateDir, "e2b");
+    await mkdir(join(dir, "environments"), { recursive: true, mode: 0o700 });
+    await mkdir(join(dir, "versions"), { recursive: true, mode: 0o700 });
+    return new E2bRecords(dir);
+  }
+
+  environments(): Promise<E2bEnvironmentRecord[]> {
+    return this.all<E2bEnvironmentRecord>("environments");
+  }
+  versions(): Promise<E2bVersionRecord[]> {
+    return this.all<E2bVersionRecord>("versions");
+  }
+  getEnvironment(id: string): Promise<E2bEnvironmentRecord | undefined> {
+    return this.get<E2bEnvironmentRecord>("environments", id);
+  }
+  getVersion(id: string): Promise<E2bVersionRecord | undefined> {
+    return this.get<E2bVersionRecord>("versions", id);
+  }
+  putEnvironment(rec: E2bEnvironmentRecord): Promise<void> {
+    return writeFileAtomic(this.file("environments", rec.id), JSON.stringify(rec, null, 2));
+  }
+  putVersion(rec: E2bVersionRecord): Promise<void> {
+    return writeFileAtomic(this.file("versions", rec.id), JSON.stringify(rec, null, 2));
+  }
+  deleteEnvironment(id: string): Promise<void> {
+    return rm(this.file("environments", id), { force: true });
+  }
+  deleteVersion(id: string): Promise<void> {
+    return rm(this.file("versions", id), { force: true });
+  }
+
+  /** Ids hold `/` and `@`: the file name is the id, percent-encoded. */
+  private file(kind: string, id: string): string {
+    return join(this.dir, kind, `${encodeURIComponent(id)}.json`);
+  }
+
+  private async get<T>(kind: string, id: string): Promise<T | undefined> {
+    try {
+      return JSON.parse(await readFile(this.file(kind, id), "utf8")) as T;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+      throw err;
+    }
+  }
+
+  private async all<T>(kind: string): Promise<T[]> {
+    const out: T[] = [];
+    for (const name of (await readdir(join(this.dir, kind))).sort()) {
+      if (!name.endsWith(".json")) continue;
+      const rec = await this.get<T>(kind, decodeURIComponent(name.slice(0, -".json".length)));
+      if (rec) out.push(rec);
+    }
+    return out;
+  }
+}

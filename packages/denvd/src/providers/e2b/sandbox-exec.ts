@@ -1,0 +1,141 @@
+import { randomBytes } from "node:crypto";
+import type { Readable } from "node:stream";
+import { buffer } from "node:stream/consumers";
+import { DEFAULT_OUTPUT_LIMIT, DenvError, ExitCodes, ProviderMessages } from "@denv/spec";
+import type { RawExecResult } from "../../exec-runner.js";
+import type { ExecOptions } from "../../runtime/environment-exec.js";
+import { PROVIDER } from "./check-plan.js";
+import type { E2bSandbox } from "./e2b-sdk.js";
+import { loadE2b } from "./e2b-sdk.js";
+import type { SandboxUser } from "./sandbox-user.js";
+
+/** One word for a POSIX shell, whatever it holds. */
+export function shellQuote(word: string): string {
+  return `'${word.replaceAll("'", `'\\''`)}'`;
+}
+
+/** Keeps the first `limit` bytes of a stream and says whether more came. */
+class Capped {
+  private chunks: Buffer[] = [];
+  private size = 0;
+  truncated = false;
+  constructor(
+    private readonly limit: number,
+    private readonly keep: boolean,
+  ) {}
+  push(b: Buffer): void {
+    if (!this.keep) return;
+    const room = this.limit - this.size;
+    if (b.length > room) this.truncated = true;
+    if (room <= 0) return;
+    const part = b.length > room ? b.subarray(0, room) : b;
+    this.chunks.push(part);
+    this.size += part.length;
+  }
+  value(): Buffer {
+    return Buffer.concat(this.chunks);
+  }
+}
+
+/**
+ * One command in the sandbox with the exec contract's semantics, through envd
+ * (`sandbox.commands`): argv quoted into one line that envd's shell `exec`s, so that the command
+ * is the process envd started; the user, cwd and env asked; stdin; a per-stream output cap; live
+ * output; a timeout that kills the command (exit 124, `timedOut`).
+ *
+ * What differs from denvd's Docker runtime, by E2B's API: stdin is written to a file in the
+ * sandbox (as the user, removed before the command starts) and read from there, so it is
+ * whole before the command starts rather than streamed; output arrives as text (envd's stream
+ * decoded as UTF-8 by the SDK); a timeout or cancel kills the process envd started, not
+ * processes it left in other process groups; there is no back-pressure (`onFlow` is not called).
+ */
+export async function execInSandbox(
+  sbx: E2bSandbox,
+  user: SandboxUser,
+  cwd: string | undefined,
+  o: ExecOptions,
+): Promise<RawExecResult> {
+  if ((o.cmd === undefined) === (o.shell === undefined)) {
+    throw new DenvError(
+      "invalid_request",
+      "give exactly one of 'cmd' (argv) and 'shell' (a string for sh -c)",
+    );
+  }
+  if (o.tty) {
+    throw new DenvError(
+      "invalid_request",
+      ProviderMessages.unsupportedOption(PROVIDER, "tty", "the runtime does not open E2B PTYs yet"),
+    );
+  }
+  const { CommandExitError } = await loadE2b();
+  const started = Date.now();
+  const argv = o.cmd ?? ["sh", "-c", o.shell as string];
+  let line = `exec ${argv.map(shellQuote).join(" ")}`;
+  if (o.stdin !== undefined) {
+    const data = Buffer.isBuffer(o.stdin) ? o.stdin : await buffer(o.stdin as Readable);
+    const file = `/tmp/.denv-stdin-${randomBytes(8).toString("hex")}`;
+    await sbx.files.write(file, new Uint8Array(data).buffer, { user: user.name });
+    line = `exec <${shellQuote(file)} && rm -f -- ${shellQuote(file)} && ${line}`;
+  }
+  const limit = o.outputLimit ?? DEFAULT_OUTPUT_LIMIT;
+  const out = new Capped(limit, o.collect ?? true);
+  const err = new Capped(limit, o.collect ?? true);
+  const handle = await sbx.commands.run(line, {
+    background: true,
+    user: user.name,
+    ...(cwd !== undefined ? { cwd } : {}),
+    ...(o.env ? { envs: o.env } : {}),
+    // denvd keeps the time itself (below); envd's own deadline would end the call, not say why.
+    timeoutMs: 0,
+    onStdout: (text: string) => {
+      const b = Buffer.from(text, "utf8");
+      out.push(b);
+      o.onStdout?.(b);
+    },
+    onStderr: (text: string) => {
+      const b = Buffer.from(text, "utf8");
+      err.push(b);
+      o.onStderr?.(b);
+    },
+  });
+  let timedOut = false;
+  let cancelled = false;
+  const kill = () => void handle.kill().catch(() => false);
+  const timer =
+    o.timeout !== undefined
+      ? setTimeout(
+          () => {
+            timedOut = true;
+            kill();
+          },
+          Math.round(o.timeout * 1000),
+        )
+      : undefined;
+  const onAbort = () => {
+    cancelled = true;
+    kill();
+  };
+  if (o.signal?.aborted) onAbort();
+  else o.signal?.addEventListener("abort", onAbort, { once: true });
+  let exitCode: number;
+  try {
+    exitCode = (await handle.wait()).exitCode;
+  } catch (e) {
+    if (!(e instanceof CommandExitError)) throw e;
+    exitCode = e.exitCode;
+  } finally {
+    if (timer) clearTimeout(timer);
+    o.signal?.removeEventListener("abort", onAbort);
+  }
+  if (timedOut) exitCode = ExitCodes.timedOut;
+  else if (cancelled) exitCode = 137;
+  return {
+    exitCode,
+    stdout: out.value(),
+    stderr: err.value(),
+    timedOut,
+    truncated: out.truncated || err.truncated,
+    cancelled,
+    durationMs: Date.now() - started,
+  };
+}

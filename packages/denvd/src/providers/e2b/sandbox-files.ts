@@ -1,0 +1,154 @@
+import { createReadStream } from "node:fs";
+import { posix } from "node:path";
+import type { Readable } from "node:stream";
+import { buffer } from "node:stream/consumers";
+import { pipeline } from "node:stream/promises";
+import { DenvError, Protection, SpecialFileReasons } from "@denv/spec";
+import tar from "tar-stream";
+import { guardTar } from "../../files/tar-guard.js";
+import { type E2bSandbox, loadE2b } from "./e2b-sdk.js";
+import { shellQuote } from "./sandbox-exec.js";
+import type { SandboxUser } from "./sandbox-user.js";
+
+/**
+ * The files verbs through E2B's files API. An upload is checked whole by denvd's special-file
+ * check (protection 3) before anything is written; then its regular files are written through
+ * `sandbox.files.write` as the target user, and what that API cannot make (directories of their
+ * own, links the check let through, modes) is made by one command as the same user. A download
+ * is read through the files API as the target user, packed, and passed through the same check:
+ * an entry E2B cannot name the type of (a device, a FIFO, a socket) is refused.
+ */
+
+/** Files written per files.write call (one multipart request each). */
+const WRITE_BATCH = 64;
+
+function checkAbsolute(path: string): string {
+  if (!path.startsWith("/")) throw new DenvError("invalid_request", `path '${path}' must be absolute`);
+  return posix.normalize(path);
+}
+
+interface Entry {
+  name: string;
+  type: "file" | "directory" | "symlink" | "link";
+  mode: number;
+  data?: Buffer;
+  linkname?: string;
+}
+
+async function readEntries(path: string): Promise<Entry[]> {
+  const entries: Entry[] = [];
+  const extract = tar.extract();
+  extract.on("entry", (header, stream, next) => {
+    void buffer(stream).then((data) => {
+      entries.push({
+        name: header.name.replace(/^\.\//, "").replace(/\/$/, ""),
+        type: header.type as Entry["type"],
+        mode: header.mode ?? 0o644,
+        data,
+        ...(header.linkname ? { linkname: header.linkname } : {}),
+      });
+      next();
+    }, next);
+  });
+  await pipeline(createReadStream(path), extract);
+  return entries;
+}
+
+/** Extracts a tar archive into directory `dest` (created when missing), as `user`. */
+export async function putSandboxFiles(
+  sbx: E2bSandbox,
+  user: SandboxUser,
+  dest: string,
+  archive: Readable | Buffer,
+): Promise<{ entries: number; bytes: number }> {
+  const dir = checkAbsolute(dest);
+  const guarded = await guardTar(archive);
+  try {
+    const entries = await readEntries(guarded.path);
+    const at = (name: string) => posix.join(dir, name);
+    const files = entries.filter((e) => e.type === "file");
+    for (let i = 0; i < files.length; i += WRITE_BATCH) {
+      await sbx.files.write(
+        files.slice(i, i + WRITE_BATCH).map((f) => ({
+          path: at(f.name),
+          data: new Uint8Array(f.data ?? Buffer.alloc(0)).buffer,
+        })),
+        { user: user.name },
+      );
+    }
+    const script = [`mkdir -p -- ${shellQuote(dir)}`];
+    for (const e of entries) {
+      const p = shellQuote(at(e.name));
+      if (e.type === "directory") script.push(`mkdir -p -- ${p}`);
+      else if (e.type === "symlink") script.push(`ln -sfn -- ${shellQuote(e.linkname ?? "")} ${p}`);
+      else if (e.type === "link") script.push(`ln -f -- ${shellQuote(at(e.linkname ?? ""))} ${p}`);
+    }
+    // Modes last, deepest first, so that a read-only directory is made so after what it holds.
+    for (const e of [...entries].reverse()) {
+      if (e.type === "file" || e.type === "directory") {
+        script.push(`chmod ${(e.mode & 0o7777).toString(8)} -- ${shellQuote(at(e.name))}`);
+      }
+    }
+    const { CommandExitError } = await loadE2b();
+    try {
+      await sbx.commands.run(`set -e; ${script.join("; ")}`, { user: user.name, cwd: "/", timeoutMs: 0 });
+    } catch (e) {
+      if (e instanceof CommandExitError) throw filesError(dir, e.stderr);
+      throw e;
+    }
+    return { entries: guarded.entries, bytes: guarded.bytes };
+  } finally {
+    await guarded.cleanup();
+  }
+}
+
+/** A tar archive of `path` (a file or a directory, under its own base name), read as `user`. */
+export async function getSandboxFiles(sbx: E2bSandbox, user: SandboxUser, path: string): Promise<Readable> {
+  const abs = checkAbsolute(path);
+  const { FileNotFoundError, FileType } = await loadE2b();
+  const opts = { user: user.name };
+  let top: Awaited<ReturnType<E2bSandbox["files"]["getInfo"]>>;
+  try {
+    top = await sbx.files.getInfo(abs, opts);
+  } catch (e) {
+    if (e instanceof FileNotFoundError) throw new DenvError("not_found", `${abs}: no such file or directory`);
+    throw e;
+  }
+  const pack = tar.pack();
+  const collected = buffer(pack);
+  const add = async (name: string, e: typeof top) => {
+    const mode = e.mode & 0o7777;
+    if (e.type === FileType.DIR) pack.entry({ name, type: "directory", mode });
+    else if (e.type === FileType.SYMLINK)
+      pack.entry({ name, type: "symlink", linkname: e.symlinkTarget ?? "" });
+    else if (e.type === FileType.FILE) {
+      const data = Buffer.from(await sbx.files.read(e.path, { ...opts, format: "bytes" }));
+      pack.entry({ name, type: "file", mode, size: data.length }, data);
+    } else {
+      // E2B names files, directories and symlinks; anything else is a special file.
+      throw new DenvError("special_file", Protection.specialFile(e.path, SpecialFileReasons.unsupported), [
+        e.path,
+        SpecialFileReasons.unsupported,
+      ]);
+    }
+  };
+  const base = posix.basename(abs) || ".";
+  await add(base, top);
+  if (top.type === FileType.DIR) {
+    const below = await sbx.files.list(abs, { ...opts, depth: 64 });
+    for (const e of below.sort((a, b) => a.path.localeCompare(b.path))) {
+      await add(posix.join(base, posix.relative(abs, e.path)), e);
+    }
+  }
+  pack.finalize();
+  const guarded = await guardTar(await collected);
+  const stream = createReadStream(guarded.path);
+  stream.on("close", () => void guarded.cleanup());
+  return stream;
+}
+
+function filesError(path: string, stderr: string): DenvError {
+  if (/Permission denied/i.test(stderr)) return new DenvError("forbidden", `${path}: permission denied`);
+  if (/Not a directory/i.test(stderr)) return new DenvError("invalid_request", `${path}: not a directory`);
+  return new DenvError("docker", `${path}: ${stderr.trim() || "extraction in the sandbox failed"}`);
+}

@@ -1,0 +1,33 @@
+/**
+ * Lines of a denvd host that bridges to a hosted sandbox provider (a provider runtime): what the
+ * provider cannot do for a file or a verb, said in one line that names the capability.
+ */
+export const ProviderMessages = {
+  /** A plan asks for something the provider's sandboxes do not have (nothing was created). */
+  lacks: (provider: string, capability: string, why: string) =>
+    `refused: ${provider} sandboxes cannot run this environment: they lack ${capability}, which ${why}`,
+  /** A compose key of the service the provider runtime does not carry over (nothing was created). */
+  unsupportedKey: (provider: string, service: string, key: string, why: string) =>
+    `refused: service '${service}' sets ${key}, which the ${provider} runtime does not carry over (${why}); remove it or deploy on a hosts target`,
+  /** A verb the provider runtime does not do (yet). */
+  unsupportedVerb: (provider: string, verb: string, why: string) =>
+    `refused: ${verb} is not available on a host bridging to ${provider} (${why}); use a host of a hosts or provisioned target`,
+  /** An exec or files option the provider's API has no way to honour. */
+  unsupportedOption: (provider: string, option: string, why: string) =>
+    `refused: ${option} is not available on ${provider} sandboxes (${why})`,
+  /** The provider runs commands and file calls as a named user only. */
+  userWithoutName: (provider: string, user: string) =>
+    `refused: user '${user}' has no name in the sandbox's /etc/passwd, and ${provider} runs commands and file calls only as a named user`,
+  /** The egress probe needs a canary to connect to (a listener denv runs). */
+  noCanary: (provider: string) =>
+    `refused: the ${provider} runtime has no egress canary (a listener denv runs) to probe against; configure one`,
+  /** The provider's own record of the sandbox says it may reach the internet. */
+  internetAllowed: (sandbox: string) =>
+    `sandbox '${sandbox}' allows internet access by the provider's network policy`,
+  /** The probe itself could not run in the sandbox (no bash with /dev/tcp, or no timeout). */
+  probeFailed: (service: string, detail: string) =>
+    `the egress probe could not run in service '${service}': ${detail}`,
+  /** A record's sandbox or snapshot that the provider no longer has. */
+  gone: (provider: string, what: string, id: string) =>
+    `${what} ${id} is no longer at ${provider} (it timed out or was removed there)`,
+} as const;
