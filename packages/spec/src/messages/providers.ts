@@ -27,7 +27,4 @@ export const ProviderMessages = {
   /** The probe itself could not run in the sandbox (no bash with /dev/tcp, or no timeout). */
   probeFailed: (service: string, detail: string) =>
     `the egress probe could not run in service '${service}': ${detail}`,
-  /** A record's sandbox or snapshot that the provider no longer has. */
-  gone: (provider: string, what: string, id: string) =>
-    `${what} ${id} is no longer at ${provider} (it timed out or was removed there)`,
 } as const;

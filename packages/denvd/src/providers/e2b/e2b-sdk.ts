@@ -3,7 +3,7 @@
  * (its idle memory, packages/denvd/README.md "Memory"), and a provider runtime loads it once.
  */
 /** The SDK's named exports (its `default`, the Sandbox class again, is not used). */
-export type E2bSdk = Omit<typeof import("e2b"), "default">;
+type E2bSdk = Omit<typeof import("e2b"), "default">;
 export type E2bSandbox = import("e2b").Sandbox;
 
 let loading: Promise<E2bSdk> | undefined;
