@@ -67,6 +67,26 @@ export const DenvdConfig = z.object({
       "must be IP:PORT (an IPv6 address in brackets), port 1-65535",
     )
     .optional(),
+  /**
+   * A hosted sandbox provider this host bridges to (DENVD_PROVIDER, --provider): its environments
+   * are the provider's sandboxes, through the provider's runtime. Unset: denv's own runtime on this
+   * machine's Docker engine.
+   */
+  provider: z.enum(["e2b"]).optional(),
+  /** The provider's API (DENVD_PROVIDER_API_URL, --provider-api-url); default: its SDK's. */
+  providerApiUrl: z.url({ protocol: /^https?$/, error: "must be an http:// or https:// URL" }).optional(),
+  /** Where the provider's SDK reaches each sandbox (DENVD_PROVIDER_SANDBOX_URL); default: its SDK's. */
+  providerSandboxUrl: z.url({ protocol: /^https?$/, error: "must be an http:// or https:// URL" }).optional(),
+  /** The user's API key at the provider (DENVD_PROVIDER_API_KEY only, never a flag). A secret: never logged. */
+  providerApiKey: z.string().min(1).optional(),
+  /**
+   * Listeners denv runs that the egress probe connects to from inside each sandbox
+   * (DENVD_PROVIDER_CANARIES, --provider-canary): HOST:PORT, comma-separated. A sandbox that
+   * reaches one is not isolated.
+   */
+  providerCanaries: z
+    .array(z.string().refine((v) => parseListen(v) !== undefined, "must be IP:PORT"))
+    .default([]),
 });
 export type DenvdConfig = z.infer<typeof DenvdConfig>;
 
@@ -84,6 +104,9 @@ export interface Flags {
   insecure?: boolean;
   "capacity-memory"?: string;
   "transfer-listen"?: string;
+  provider?: string;
+  "provider-api-url"?: string;
+  "provider-canary"?: string[];
 }
 
 export class ConfigError extends Error {
@@ -102,6 +125,11 @@ const SOURCES: Record<string, string> = {
   insecure: "--insecure / DENVD_INSECURE",
   capacityMemory: "--capacity-memory / DENVD_CAPACITY_MEMORY",
   transferListen: "--transfer-listen / DENVD_TRANSFER_LISTEN",
+  provider: "--provider / DENVD_PROVIDER",
+  providerApiUrl: "--provider-api-url / DENVD_PROVIDER_API_URL",
+  providerSandboxUrl: "DENVD_PROVIDER_SANDBOX_URL",
+  providerApiKey: "DENVD_PROVIDER_API_KEY",
+  providerCanaries: "--provider-canary / DENVD_PROVIDER_CANARIES",
 };
 
 /** DENVD_INSECURE: 1/true/yes or 0/false/no (anything else is refused, not guessed). */
@@ -130,6 +158,12 @@ export function loadConfig(flags: Flags, env: Readonly<Record<string, string | u
     insecure: flags.insecure ?? parseBool(env.DENVD_INSECURE),
     capacityMemory: flags["capacity-memory"] ?? nonEmpty(env.DENVD_CAPACITY_MEMORY),
     transferListen: flags["transfer-listen"] ?? nonEmpty(env.DENVD_TRANSFER_LISTEN),
+    provider: flags.provider ?? nonEmpty(env.DENVD_PROVIDER),
+    providerApiUrl: (flags["provider-api-url"] ?? nonEmpty(env.DENVD_PROVIDER_API_URL))?.replace(/\/+$/, ""),
+    providerSandboxUrl: nonEmpty(env.DENVD_PROVIDER_SANDBOX_URL)?.replace(/\/+$/, ""),
+    providerApiKey: nonEmpty(env.DENVD_PROVIDER_API_KEY),
+    providerCanaries:
+      flags["provider-canary"] ?? nonEmpty(env.DENVD_PROVIDER_CANARIES)?.split(",").filter(Boolean) ?? [],
   };
   const parsed = DenvdConfig.safeParse(raw);
   if (!parsed.success) {
@@ -144,7 +178,11 @@ export function loadConfig(flags: Flags, env: Readonly<Record<string, string | u
 
 /** The configuration as it may be logged: secrets replaced. */
 export function redact(config: DenvdConfig): Record<string, unknown> {
-  return { ...config, joinToken: config.joinToken ? "[redacted]" : undefined };
+  return {
+    ...config,
+    joinToken: config.joinToken ? "[redacted]" : undefined,
+    providerApiKey: config.providerApiKey ? "[redacted]" : undefined,
+  };
 }
 
 /** IP:PORT or [IPv6]:PORT, the port 1-65535; undefined when it is neither. */

@@ -7,6 +7,7 @@ import {
   HarborTaskMessages,
   HostRefusals,
   Protection,
+  ProviderMessages,
   SpecialFileReasons,
   TrlMessages,
   VerifiersMessages,
@@ -47,6 +48,18 @@ describe("docs/reference/protections.md lists every exact string", () => {
     expect(doc).toContain(HostRefusals.diskUnenforceable("<what>", "<why>"));
     expect(doc).toContain(HostRefusals.sandboxUnavailable("<sandbox>", "<runtime>"));
     expect(doc).toContain(HostRefusals.needsEngine("<what>", "<host>"));
+    for (const line of [
+      ProviderMessages.lacks("<provider>", "<capability>", "<why>"),
+      ProviderMessages.unsupportedKey("<provider>", "<service>", "<key>", "<why>"),
+      ProviderMessages.unsupportedVerb("<provider>", "<verb>", "<why>"),
+      ProviderMessages.unsupportedOption("<provider>", "<option>", "<why>"),
+      ProviderMessages.userWithoutName("<provider>", "<user>"),
+      ProviderMessages.noCanary("<provider>"),
+      ProviderMessages.internetAllowed("<sandbox>"),
+      ProviderMessages.probeFailed("<service>", "<detail>"),
+    ]) {
+      expect(doc).toContain(line);
+    }
     expect(doc).toContain(ControlPlaneMessages.wrongAnswer("<host>", "<kind>", "<why>"));
   });
 

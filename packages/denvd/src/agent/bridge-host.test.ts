@@ -70,7 +70,7 @@ describe("denvd's agent on a runtime without a Docker engine", () => {
     stateDir = await mkdtemp(join(tmpdir(), "denvd-bridge-"));
     // A command the last run of this host started and never finished.
     const journal = await Journal.open(join(stateDir, "journal"));
-    const payload = { environment: "p/alpha", request: { cmd: ["true"] } };
+    const payload = { environment: "p/alpha", exec: { cmd: ["true"] } };
     await journal.started(
       await journal.received({ id: "cmd-crashed", kind: "env.exec", payload, deadline: Date.now() + 60_000 }),
     );
@@ -95,7 +95,7 @@ describe("denvd's agent on a runtime without a Docker engine", () => {
     expect(settled).toEqual(["env.exec cmd-crashed"]);
     // Sent again under its id, the command is not run again: its recorded outcome comes back.
     const again = await cp.result(
-      cp.command("env.exec", { environment: "p/alpha", request: { cmd: ["true"] } }, { id: "cmd-crashed" }),
+      cp.command("env.exec", { environment: "p/alpha", exec: { cmd: ["true"] } }, { id: "cmd-crashed" }),
     );
     expect(again).toMatchObject({ ok: false, error: { code: "interrupted" } });
   });

@@ -2,6 +2,7 @@ import { mkdtemp, readFile, rm, stat } from "node:fs/promises";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { DenvdMessages } from "@denv/spec/messages";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildDenvd, denvd } from "./testing/agent-harness.js";
 import { FakeCp } from "./testing/fake-cp.js";
@@ -162,5 +163,12 @@ describe("denvd verbs", () => {
     const missing = await denvd(["join", "--url", cp.url, "--state-dir", join(dir, "d")]);
     expect(missing.code).toBe(2);
     expect(missing.stderr).toContain("join needs --token JOIN_TOKEN (or DENVD_TOKEN)");
+    // A bridge to a provider without the user's key there: refused before anything starts.
+    const keyless = await denvd(["run", "--provider", "e2b", "--state-dir", join(dir, "e")]);
+    expect(keyless.code).toBe(2);
+    expect(keyless.stderr.trim()).toBe(`denvd: ${DenvdMessages.providerKeyMissing("e2b")}`);
+    const unknown = await denvd(["run", "--provider", "lambda"], { DENVD_PROVIDER_API_KEY: "k" });
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toContain("--provider / DENVD_PROVIDER");
   });
 });

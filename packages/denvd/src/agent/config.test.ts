@@ -49,6 +49,28 @@ describe("denvd configuration", () => {
     expect(JSON.stringify(redact(c))).not.toContain("s3cret");
   });
 
+  it("reads a provider bridge's settings, its API key only from the environment, never logged", () => {
+    const c = loadConfig(
+      { provider: "e2b", "provider-api-url": "http://127.0.0.1:9/", "provider-canary": ["127.0.0.1:7"] },
+      { DENVD_PROVIDER_API_KEY: "e2b_s3cret", DENVD_PROVIDER_SANDBOX_URL: "http://127.0.0.1:8" },
+    );
+    expect(c).toMatchObject({
+      provider: "e2b",
+      providerApiUrl: "http://127.0.0.1:9",
+      providerSandboxUrl: "http://127.0.0.1:8",
+      providerApiKey: "e2b_s3cret",
+      providerCanaries: ["127.0.0.1:7"],
+    });
+    expect(JSON.stringify(redact(c))).not.toContain("e2b_s3cret");
+    expect(loadConfig({}, { DENVD_PROVIDER_CANARIES: "127.0.0.1:7,127.0.0.1:8" }).providerCanaries).toEqual([
+      "127.0.0.1:7",
+      "127.0.0.1:8",
+    ]);
+    expect(() => loadConfig({ "provider-canary": ["nowhere"] }, {})).toThrow(
+      /--provider-canary \/ DENVD_PROVIDER_CANARIES: must be IP:PORT/,
+    );
+  });
+
   it("refuses plain http:// to another machine in one line naming the URL and the flag", () => {
     for (const url of [
       "http://cp.example:8420",

@@ -1,9 +1,10 @@
-import { ExitCodes } from "@denv/spec/messages";
+import { DenvdMessages, ExitCodes } from "@denv/spec/messages";
 import { startDaemon } from "../agent/daemon.js";
 import { readHostFile } from "../agent/host-file.js";
 import type { Log } from "../agent/log.js";
 import { type DenvdConfig, insecureUrlRefusal, parseListen, redact } from "../config.js";
 import { DockerHostRuntime } from "../runtime/docker-host-runtime.js";
+import type { HostRuntime } from "../runtime/host-runtime.js";
 import { Runtime } from "../runtime/runtime.js";
 import type { Output } from "./output.js";
 
@@ -12,6 +13,9 @@ import type { Output } from "./output.js";
  * reconciles the journal, dials the control plane and serves commands until SIGTERM/SIGINT.
  */
 export async function run(config: DenvdConfig, out: Output, log: Log): Promise<number> {
+  if (config.provider && !config.providerApiKey) {
+    return out.fail(DenvdMessages.providerKeyMissing(config.provider), ExitCodes.usage);
+  }
   const host = await readHostFile(config.stateDir).catch((err: Error) => err);
   if (host instanceof Error) return out.fail(host.message);
   const url = config.url ?? host.url;
@@ -24,16 +28,9 @@ export async function run(config: DenvdConfig, out: Output, log: Log): Promise<n
     process.once("SIGINT", () => resolve("SIGINT"));
   });
   log("starting", { host: host.host_id, target: host.target, config: redact(config) });
-  const runtime = await Runtime.open({
-    hostId: host.host_id,
-    stateDir: config.stateDir,
-    dockerSocket: config.dockerSocket,
-    storeMethod: config.store,
-    log: (line) => log("runtime", { line }),
-  });
-  log("runtime open", { store: runtime.host.store.method });
+  const runtime = await openRuntime(config, host.host_id, log);
   const daemon = await startDaemon({
-    runtime: new DockerHostRuntime(runtime),
+    runtime,
     host: { url, credential: host.credential },
     labels: config.labels,
     capacityMemory: config.capacityMemory,
@@ -46,4 +43,37 @@ export async function run(config: DenvdConfig, out: Output, log: Log): Promise<n
   await runtime.close();
   log("stopped");
   return ExitCodes.ok;
+}
+
+/**
+ * The runtime behind the agent, chosen once: a bridge to the configured provider (its SDK loaded
+ * only then), or denv's own runtime on this machine's Docker engine.
+ */
+async function openRuntime(config: DenvdConfig, hostId: string, log: Log): Promise<HostRuntime> {
+  const runtimeLog = (line: string) => log("runtime", { line });
+  if (config.provider === "e2b") {
+    const { E2bRuntime } = await import("../providers/e2b/e2b-runtime.js");
+    const runtime = await E2bRuntime.open({
+      hostId,
+      stateDir: config.stateDir,
+      connection: {
+        apiKey: config.providerApiKey as string,
+        apiUrl: config.providerApiUrl,
+        sandboxUrl: config.providerSandboxUrl,
+      },
+      egressCanaries: config.providerCanaries.flatMap((c) => parseListen(c) ?? []),
+      log: runtimeLog,
+    });
+    log("runtime open", { provider: config.provider });
+    return runtime;
+  }
+  const engine = await Runtime.open({
+    hostId,
+    stateDir: config.stateDir,
+    dockerSocket: config.dockerSocket,
+    storeMethod: config.store,
+    log: runtimeLog,
+  });
+  log("runtime open", { store: engine.host.store.method });
+  return new DockerHostRuntime(engine);
 }

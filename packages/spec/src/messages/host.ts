@@ -68,6 +68,9 @@ export const TransferMessages = {
 
 /** What denvd refuses before it talks to a control plane. */
 export const DenvdMessages = {
+  /** `denvd run --provider` without the user's key at the provider. */
+  providerKeyMissing: (provider: string) =>
+    `refused: --provider ${provider} needs the API key of your ${provider} account in DENVD_PROVIDER_API_KEY (never a flag: flags show in the process list)`,
   insecureUrl: (url: string) =>
     `refused: ${url} is plain http:// to a machine other than this one, so the join token and the host credential would cross the network unencrypted; use https://, or pass --insecure (DENVD_INSECURE=1) to accept it`,
 } as const;
