@@ -30,6 +30,7 @@ import { openStore } from "./store/open-store.js";
 import type { Store } from "./store/store.js";
 import { watchedStore } from "./store/watched-store.js";
 import { AwsDriver } from "./targets/aws-driver.js";
+import { BridgeDriver, BridgeProcesses } from "./targets/bridge-driver.js";
 import { readCpId } from "./targets/cp-id.js";
 import { DenvdDriver, TargetDrivers } from "./targets/driver.js";
 import { HetznerDriver } from "./targets/hetzner-driver.js";
@@ -106,10 +107,19 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
     removeHost: async (id) => void (await hosts.remove(PROVISIONER, id, true)),
     joinTimeoutMs: config.provisionJoinTimeoutMs,
   };
+  // Hosted targets' bridges dial this control plane on this machine: its own address, on loopback.
+  let localUrl = "";
+  const bridges = new BridgeProcesses({
+    dir: join(config.dataDir, "bridges"),
+    bundle: options.denvdBundle ?? DEFAULT_DENVD_BUNDLE,
+    cpUrl: () => localUrl,
+    log,
+  });
   const drivers = new TargetDrivers()
     .register(new DenvdDriver("hosts", hub))
     .register(new HetznerDriver(provision))
-    .register(new AwsDriver(provision));
+    .register(new AwsDriver(provision))
+    .register(new BridgeDriver(provision, bridges));
   const targets = new TargetService(store, drivers, box, log, {
     bundle: new BundleFile(options.denvdBundle ?? DEFAULT_DENVD_BUNDLE),
     version: cpVersion(),
@@ -217,6 +227,7 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
   const actualPort = typeof address === "object" && address ? address.port : port;
   const url = `http://${host.includes(":") && !host.startsWith("[") ? `[${host}]` : host}:${actualPort}`;
   if (!config.publicUrl) services.publicUrl = url;
+  localUrl = `http://${host === "0.0.0.0" || host === "" ? "127.0.0.1" : host === "::" ? "[::1]" : host.includes(":") && !host.startsWith("[") ? `[${host}]` : host}:${actualPort}`;
 
   await removeStaleSpools(spoolDir, store);
   // Check runs first, so that the resumed deployments' phases reach them.
@@ -253,6 +264,8 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
         clearInterval(sweeper);
         clearInterval(provisioner);
         await pools.stop();
+        // Bridges stop before the hub: they hold their commands' journals, and start again with the next control plane.
+        await bridges.close();
         // The engine stops first so the commands the hub abandons leave deployments resumable.
         const drained = engine.shutdown();
         await hub.close();

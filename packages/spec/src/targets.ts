@@ -72,10 +72,18 @@ export const TARGET_KINDS: Record<TargetKindName, TargetKindSpec> = {
   aws: { family: "provisioned", available: true, capabilities: DENVD, enforcedBy: "denvd" },
   e2b: {
     family: "hosted",
-    available: false,
-    // One sandbox per environment; a version is an E2B snapshot of it (`createSnapshot`), a fork a
-    // new sandbox from that snapshot (`Sandbox.create(snapshotId)`), as the e2b SDK 2.51 does them.
-    capabilities: { ...DENVD, multi_service: false, egress_control: false },
+    available: true,
+    // A bridge (denvd --provider e2b, run by the control plane): one sandbox per environment; a
+    // version is an E2B snapshot of it (`createSnapshot`), a fork a new sandbox from that snapshot
+    // (`Sandbox.create(snapshotId)`), as the e2b SDK 2.51 does them. No pause (the bridge refuses
+    // stop/start), no tunnels; egress is E2B's network policy, not denv's probed internal network.
+    capabilities: {
+      ...DENVD,
+      multi_service: false,
+      pause: false,
+      egress_control: false,
+      port_tunnels: false,
+    },
     enforcedBy: "e2b",
   },
   daytona: {
@@ -152,6 +160,22 @@ const url = (fallback?: string): SettingSpec => ({
     }
   },
 });
+/** `IP:PORT,IP:PORT` (the CLI) or an array (the API); IPv6 in brackets. */
+const listens: SettingSpec = {
+  rule: "IP:PORT addresses separated by commas (IPv6 in brackets)",
+  default: [],
+  parse: (v) => {
+    const items =
+      typeof v === "string" ? v.split(",").filter((s) => s !== "") : Array.isArray(v) ? v : undefined;
+    const ok = (s: unknown) =>
+      typeof s === "string" &&
+      /^(?:\[[0-9a-fA-F:.]+\]|\d{1,3}(?:\.\d{1,3}){3}):\d{1,5}$/.test(s) &&
+      Number(s.slice(s.lastIndexOf(":") + 1)) >= 1 &&
+      Number(s.slice(s.lastIndexOf(":") + 1)) <= 65535;
+    return items?.every(ok) ? items : undefined;
+  },
+};
+
 /** `k=v,k2=v2` (the CLI) or an object (the API). */
 const labels: SettingSpec = {
   rule: "k=v pairs separated by commas, keys and values of letters, digits, '.', '-' and '_'",
@@ -221,7 +245,10 @@ export const TARGET_SETTINGS: Record<TargetKindName, KindSettings> = {
     ],
   },
   e2b: {
-    settings: { base_url: url("https://api.e2b.dev") },
+    // sandbox_url: where the SDK reaches each sandbox's envd (default: E2B's, per sandbox).
+    // canaries: listeners of yours no sandbox may reach (the egress probe connects to each, and
+    // to the control plane's own address).
+    settings: { base_url: url("https://api.e2b.dev"), sandbox_url: url(), canaries: listens },
     credentials: [{ name: "api_key", env: "E2B_API_KEY" }],
   },
   daytona: {
@@ -261,7 +288,7 @@ export const TargetMessages = {
     `target ${target} has ${count} host(s) or machine(s): remove them first (denv hosts rm), or remove the target with --force, which deletes a provisioned target's machines`,
   localTarget: "the local target cannot be removed: denv up joins this machine's denvd to it",
   notProvisioned: (target: string, kind: string) =>
-    `target ${target} is of kind ${kind}, which has no machines: only provisioned kinds (hetzner, aws) do`,
+    `target ${target} is of kind ${kind}, which has no machines: only provisioned kinds (hetzner, aws) and hosted ones (e2b: its bridge) do`,
   /** Placement on a provisioned target with no host that takes the environment yet. */
   machineStarting: (target: string, machine: string) =>
     `no host in target '${target}' takes this environment yet: machine ${machine} is being created for it and joins when it has booted; deploy again once denv targets machines ${target} shows it joined`,

@@ -55,13 +55,14 @@ const kinds: CommandSpec = {
 
 const add: CommandSpec = {
   name: "targets add",
-  summary: "add a target: hosts you join, or a cloud account denv creates machines in (admin)",
+  summary:
+    "add a target: hosts you join, a cloud account denv creates machines in, or a sandbox provider (admin)",
   args: "KIND NAME [SETTING=VALUE]...",
   description: `
 KIND is ${TargetKind.options.join(", ")}. Settings are KEY=VALUE (denv targets kinds lists each
 kind's); credentials are read from the environment, never from arguments: hetzner's api_token from
-HCLOUD_TOKEN, aws's from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY. The control plane stores
-them encrypted and never shows them again.`,
+HCLOUD_TOKEN, aws's from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, e2b's api_key from
+E2B_API_KEY. The control plane stores them encrypted and never shows them again.`,
   remote: true,
   async run(ctx) {
     const [kindArg = "", name = "", ...pairs] = ctx.args(

@@ -115,8 +115,8 @@ describe("joining hosts", () => {
     const member = (await t.admin.post("/v1/tokens", { name: "m", role: "member" })).body.token as string;
     expect((await t.admin.as(member).post("/v1/targets/gpu/join-tokens", {})).status).toBe(403);
     expect((await t.admin.post("/v1/targets/nowhere/join-tokens", {})).status).toBe(404);
-    const refusedKind = await t.admin.post("/v1/targets", { name: "cloud", kind: "e2b" });
+    const refusedKind = await t.admin.post("/v1/targets", { name: "cloud", kind: "modal" });
     expect(refusedKind.status).toBe(400);
-    expect(refusedKind.body.error.message).toBe("target kind e2b is not available yet");
+    expect(refusedKind.body.error.message).toBe("target kind modal is not available yet");
   });
 });

@@ -203,7 +203,7 @@ export class TargetService {
       }
     };
     let left = await live();
-    if (force && TARGET_KINDS[t.kind].family === "provisioned") {
+    if (force && TARGET_KINDS[t.kind].family !== "hosts") {
       await removeMachines();
       for (const m of left.machines) {
         await this.store.putMachine({
@@ -227,7 +227,7 @@ export class TargetService {
 
   async machines(p: Principal, name: string): Promise<Machine[]> {
     const t = await this.requireTarget(p, name);
-    if (TARGET_KINDS[t.kind].family !== "provisioned") {
+    if (TARGET_KINDS[t.kind].family === "hosts") {
       throw new DenvError("invalid_request", TargetMessages.notProvisioned(name, t.kind));
     }
     return (await this.store.listMachines(name)).map(presentMachine);
@@ -236,7 +236,7 @@ export class TargetService {
   /** One provisioned target reconciled now; its provider's error is the answer's. */
   async reconcile(p: Principal, name: string): Promise<void> {
     const t = await this.requireTarget(p, name);
-    if (TARGET_KINDS[t.kind].family !== "provisioned") {
+    if (TARGET_KINDS[t.kind].family === "hosts") {
       throw new DenvError("invalid_request", TargetMessages.notProvisioned(name, t.kind));
     }
     try {

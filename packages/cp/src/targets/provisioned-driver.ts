@@ -49,6 +49,9 @@ export interface MachineProvider {
     machine: string;
     labels: Record<string, string>;
     userData: string;
+    /** What the user data carries, for a provider that starts denvd itself (a provider bridge). */
+    joinToken: string;
+    cpUrl: string;
   }): Promise<ProviderMachine>;
   /** Deletes a machine; one already gone is not an error. */
   delete(providerId: string): Promise<void>;
@@ -83,7 +86,7 @@ export abstract class ProvisionedDriver extends DenvdDriver implements TargetDri
   private readonly queues = new Map<string, Promise<unknown>>();
 
   constructor(
-    kind: "hetzner" | "aws",
+    kind: "hetzner" | "aws" | "e2b",
     protected readonly deps: ProvisionDeps,
   ) {
     super(kind, deps.hub);
@@ -94,11 +97,16 @@ export abstract class ProvisionedDriver extends DenvdDriver implements TargetDri
   /** What a machine of these settings costs, before the provider says more. */
   protected abstract costClass(target: TargetRecord): string;
 
+  /** How many machines the target keeps, and when an idle one goes (the target's settings). */
+  protected machineSettings(target: TargetRecord): MachineSettings {
+    return target.settings as unknown as MachineSettings;
+  }
+
   provide(target: TargetRecord): Promise<string> {
     return this.serial(target.name, async () => {
       // Removed while this call waited its turn: nothing is created for a target that is gone.
       if (!(await this.deps.store.getTarget(target.name))) return `target ${target.name} not found`;
-      const s = machineSettings(target);
+      const s = this.machineSettings(target);
       const active = (await this.deps.store.listMachines(target.name)).filter((m) => ACTIVE.has(m.status));
       const starting = active.find((m) => m.status !== "joined");
       if (starting) return TargetMessages.machineStarting(target.name, starting.id);
@@ -134,7 +142,7 @@ export abstract class ProvisionedDriver extends DenvdDriver implements TargetDri
     const { store, log } = this.deps;
     // Removed while this call waited its turn: its machines went with it.
     if (!(await store.getTarget(target.name))) return;
-    const s = machineSettings(target);
+    const s = this.machineSettings(target);
     const api = this.api(target);
     const found = await api.list(denvLabels(this.deps.cpId, target.name));
     const byMachine = new Map(found.map((v) => [v.machine, v]));
@@ -244,7 +252,7 @@ export abstract class ProvisionedDriver extends DenvdDriver implements TargetDri
    */
   private async createMachine(target: TargetRecord): Promise<MachineRecord> {
     const { store, log } = this.deps;
-    const s = machineSettings(target);
+    const s = this.machineSettings(target);
     const id = `${target.name.slice(0, 32)}-${randomToken(4)
       .replace(/[^a-z0-9]/g, "")
       .slice(0, 6)}`;
@@ -270,6 +278,8 @@ export abstract class ProvisionedDriver extends DenvdDriver implements TargetDri
           machine: id,
           labels: s.labels,
         }),
+        joinToken: jt.secret,
+        cpUrl: this.deps.publicUrl(),
       });
       m = {
         ...m,
@@ -306,10 +316,6 @@ export abstract class ProvisionedDriver extends DenvdDriver implements TargetDri
 /** 20 minutes, 1.5 s: how the join timeout reads in a machine's error. */
 function duration(ms: number): string {
   return ms >= 60_000 && ms % 60_000 === 0 ? `${ms / 60_000} minutes` : `${ms / 1000} s`;
-}
-
-function machineSettings(t: TargetRecord): MachineSettings {
-  return t.settings as unknown as MachineSettings;
 }
 
 /** A credential the store must hold for the kind (parseTargetCredentials checked it at creation). */

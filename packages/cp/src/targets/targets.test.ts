@@ -84,7 +84,7 @@ describe("targets", () => {
     const available = r.body.kinds
       .filter((k: { available: boolean }) => k.available)
       .map((k: { kind: string }) => k.kind);
-    expect(available).toEqual(["hosts", "hetzner", "aws"]);
+    expect(available).toEqual(["hosts", "hetzner", "aws", "e2b"]);
   });
 
   it("bad settings and credentials are refused with one line naming them, and nothing is created", async () => {
@@ -124,13 +124,13 @@ describe("targets", () => {
     }
     const hosted = await t.admin.post("/v1/targets", {
       name: "bad",
-      kind: "e2b",
+      kind: "daytona",
       settings: {},
-      credentials: { api_key: "e2b_key" },
+      credentials: { api_key: "daytona_key" },
     });
     expect([hosted.status, hosted.body.error.message]).toEqual([
       400,
-      ControlPlaneMessages.targetKindNotAvailable("e2b"),
+      ControlPlaneMessages.targetKindNotAvailable("daytona"),
     ]);
     expect((await t.admin.get("/v1/targets")).body.targets.map((x: { name: string }) => x.name)).toEqual([
       "local",
@@ -238,7 +238,7 @@ describe("targets", () => {
   });
 
   it("a file that needs a capability the target's kind lacks is refused at placement, before anything is created", async () => {
-    // No driver of a hosted kind is available yet, so the row is written as an older or newer cp would have.
+    // The row is written directly: a target added through the API would start its bridge.
     const db = new Database(join(t.dataDir, "denv.db"));
     db.prepare("insert into targets (name, kind, created_at, settings) values (?, ?, ?, ?)").run(
       "sbx",

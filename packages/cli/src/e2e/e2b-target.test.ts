@@ -1,0 +1,115 @@
+import { randomBytes } from "node:crypto";
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { TargetMessages } from "@denv/spec";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { E2bServer } from "../../../denvd/src/providers/e2b/testing/e2b-server.js";
+import { runnableLines } from "./doc-blocks.js";
+import { waitUntil } from "./fixture-procs.js";
+import { cli, repo, run, type Stack, startStack } from "./stack.js";
+
+/**
+ * A target of kind e2b on the real stack (`denv up`), against the E2B double (real containers on
+ * this machine's engine, reached through the real `e2b` SDK by the bridge the control plane
+ * starts): how-to/connect-a-target.md's e2b block runs as written (the API key in E2B_API_KEY,
+ * examples/sandbox-hello deployed as one sandbox, exec'd as the agent, the target removed with
+ * its bridge); an rl-environment is refused at placement for what E2B lacks, creating nothing.
+ * Contacts only 127.0.0.1 and containers the double made.
+ */
+const API_KEY = `e2b_${randomBytes(20).toString("hex")}`;
+
+let stack: Stack;
+let server: E2bServer;
+let dir = "";
+
+beforeAll(async () => {
+  [server, stack] = await Promise.all([
+    new E2bServer({
+      apiKey: API_KEY,
+      templates: {},
+      baseImages: { "debian:bookworm-slim": "debian:bookworm-slim" },
+    }).start(),
+    startStack(),
+  ]);
+  dir = mkdtempSync(path.join(os.tmpdir(), "denv-e2b-target-"));
+}, 300_000);
+
+afterAll(async () => {
+  await stack?.close();
+  await server?.close();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+}, 180_000);
+
+it("how-to/connect-a-target.md's e2b block runs as written: the bridge joins, a sandbox runs the example, nothing is left", async () => {
+  const env = {
+    ...stack.env,
+    E2B_API_KEY: API_KEY,
+    E2B_API_URL: server.apiUrl,
+    E2B_SANDBOX_URL: server.sandboxUrl,
+  };
+  const sh = (line: string) =>
+    run(
+      "bash",
+      ["-c", `denv() { node ${JSON.stringify(cli)} "$@"; }\ncd ${JSON.stringify(repo)}\n${line}`],
+      env,
+    );
+  const lines = runnableLines("how-to/connect-a-target.md", "e2b");
+  expect(lines.length).toBeGreaterThan(5);
+  let transcript = "";
+  for (const [i, { line, code }] of lines.entries()) {
+    const r = await sh(line);
+    transcript += `$ ${line}\n${r.stdout}${r.stderr}`;
+    expect(r.code, `${line}\n${r.stdout}\n${r.stderr}`).toBe(code);
+    if (i === 0) {
+      // The page says to deploy once the bridge is online.
+      await waitUntil("the bridge's host is online", 60_000, async () => {
+        const { hosts } = await stack.json<{ hosts: Array<{ target: string; status: string }> }>([
+          "hosts",
+          "list",
+        ]);
+        return hosts.some((h) => h.target === "sbx" && h.status === "online");
+      });
+    }
+    if (line.startsWith("denv deploy")) expect(server.sandboxes.size).toBe(1);
+  }
+  expect(transcript).toContain(
+    `$ denv exec hello-sbx/alpha -- cat hello.txt\n${readFileSync(path.join(repo, "examples/sandbox-hello/hello.txt"), "utf8")}`,
+  );
+  expect(server.sandboxes.size).toBe(0);
+  const { hosts } = await stack.json<{ hosts: Array<{ target: string }> }>(["hosts", "list"]);
+  expect(hosts.filter((h) => h.target === "sbx")).toEqual([]);
+}, 300_000);
+
+it("refuses an rl-environment on E2B at placement, before anything is created", async () => {
+  const add = await run(
+    process.execPath,
+    [cli, "targets", "add", "e2b", "sbx2", `base_url=${server.apiUrl}`, `sandbox_url=${server.sandboxUrl}`],
+    { ...stack.env, E2B_API_KEY: API_KEY },
+  );
+  expect(add.code, add.stderr).toBe(0);
+  await waitUntil("the bridge's host is online", 60_000, async () => {
+    const { hosts } = await stack.json<{ hosts: Array<{ target: string; status: string }> }>([
+      "hosts",
+      "list",
+    ]);
+    return hosts.some((h) => h.target === "sbx2" && h.status === "online");
+  });
+  const project = path.join(dir, "graded");
+  cpSync(path.join(repo, "examples/sandbox-hello"), project, { recursive: true });
+  const compose = readFileSync(path.join(project, "compose.yaml"), "utf8");
+  writeFileSync(path.join(project, "compose.yaml"), compose.replace("kind: service", "kind: rl-environment"));
+  expect((await stack.denv(["projects", "create", "graded"])).code).toBe(0);
+  const graded = await stack.denv(["deploy", project, "--project", "graded", "--target", "sbx2"]);
+  expect(graded.code).toBe(1);
+  expect(graded.stderr).toContain(
+    TargetMessages.capabilityMissing(
+      "sbx2",
+      "e2b",
+      "egress_control",
+      "an rl-environment's egress protection needs",
+    ),
+  );
+  expect(server.sandboxes.size).toBe(0);
+  expect((await stack.denv(["targets", "rm", "sbx2", "--force"])).code).toBe(0);
+}, 300_000);

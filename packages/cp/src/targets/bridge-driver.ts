@@ -1,0 +1,208 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdir, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { isIP } from "node:net";
+import { join } from "node:path";
+import { DenvError } from "@denv/spec";
+import type { Log } from "../log.js";
+import type { TargetRecord } from "../store/records.js";
+import {
+  credential,
+  type MachineProvider,
+  type MachineSettings,
+  type ProviderMachine,
+  type ProvisionDeps,
+  ProvisionedDriver,
+} from "./provisioned-driver.js";
+
+/**
+ * A hosted target (a sandbox provider) reached through a bridge: a denvd on the control plane's
+ * own machine, run with `--provider`, whose environments are the provider's sandboxes (denvd's
+ * provider runtime; packages/denvd/README.md). To the provisioned driver a bridge is a machine:
+ * created with a single-use join token when the target is added (min 1, max 1), reconciled,
+ * deleted with the target. The target's API key reaches the bridge in its environment only.
+ */
+export class BridgeDriver extends ProvisionedDriver {
+  constructor(
+    deps: ProvisionDeps,
+    private readonly bridges: BridgeProcesses,
+  ) {
+    super("e2b", deps);
+  }
+
+  protected provider(target: TargetRecord, credentials: Record<string, string>): MachineProvider {
+    const s = target.settings as { base_url?: string; sandbox_url?: string; canaries?: string[] };
+    // The egress probe's canaries: the control plane itself (a listener denv runs), and the target's.
+    const own = this.bridges.ownAddress();
+    const canaries = [...(own ? [own] : []), ...(s.canaries ?? [])];
+    return this.bridges.provider(target.name, {
+      DENVD_PROVIDER: "e2b",
+      DENVD_PROVIDER_API_KEY: credential(target, credentials, "api_key"),
+      ...(s.base_url ? { DENVD_PROVIDER_API_URL: s.base_url } : {}),
+      ...(s.sandbox_url ? { DENVD_PROVIDER_SANDBOX_URL: s.sandbox_url } : {}),
+      ...(canaries.length > 0 ? { DENVD_PROVIDER_CANARIES: canaries.join(",") } : {}),
+    });
+  }
+
+  protected costClass(): string {
+    return "e2b/bridge (sandboxes billed by E2B)";
+  }
+
+  /** One bridge per target, always: it is a process, not a machine that costs while idle. */
+  protected override machineSettings(): MachineSettings {
+    return { min_machines: 1, max_machines: 1, idle_shutdown_minutes: 0, labels: {} };
+  }
+}
+
+interface BridgeFile {
+  machine: string;
+  target: string;
+  labels: Record<string, string>;
+}
+
+/**
+ * The bridge processes of this control plane, one folder each under `dir`: `bridge.json` (what
+ * it is), `state/` (denvd's state: host.json, its journal, its records of the provider's
+ * sandboxes) and `denvd.log`. A bridge that is not running when its target is listed (it
+ * crashed, or the control plane restarted) is started again on the same state: the same host,
+ * holding the same sandboxes. close() stops them all and keeps their folders.
+ */
+export class BridgeProcesses {
+  private readonly running = new Map<string, ChildProcess>();
+
+  constructor(
+    private readonly o: {
+      dir: string;
+      /** The denvd bundle this control plane serves (install-assets.ts). */
+      bundle: string;
+      /** This control plane on this machine (a bridge dials it on loopback). */
+      cpUrl: () => string;
+      log: Log;
+    },
+  ) {}
+
+  provider(target: string, env: Record<string, string>): MachineProvider {
+    return {
+      list: (labels) => this.list(target, labels, env),
+      create: async (req) => this.create(target, req, env),
+      delete: (machine) => this.remove(machine),
+    };
+  }
+
+  /** This control plane's address as IP:PORT, when it listens on one (an egress canary). */
+  ownAddress(): string | undefined {
+    const u = this.o.cpUrl();
+    if (!u) return undefined;
+    const { hostname, port } = new URL(u);
+    return isIP(hostname.replace(/^\[|\]$/g, "")) && port ? `${hostname}:${port}` : undefined;
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.running.keys()].map((m) => this.stop(m)));
+  }
+
+  private async list(
+    target: string,
+    labels: Record<string, string>,
+    env: Record<string, string>,
+  ): Promise<ProviderMachine[]> {
+    const found: ProviderMachine[] = [];
+    for (const b of await this.files()) {
+      if (b.target !== target || !Object.entries(labels).every(([k, v]) => b.labels[k] === v)) continue;
+      if (!this.running.has(b.machine)) this.start(b.machine, env);
+      found.push({ providerId: b.machine, machine: b.machine });
+    }
+    return found;
+  }
+
+  private async create(
+    target: string,
+    req: Parameters<MachineProvider["create"]>[0],
+    env: Record<string, string>,
+  ): Promise<ProviderMachine> {
+    const dir = join(this.o.dir, req.machine);
+    await mkdir(dir, { recursive: true, mode: 0o700 });
+    const file: BridgeFile = { machine: req.machine, target, labels: req.labels };
+    await writeFile(join(dir, "bridge.json"), JSON.stringify(file), { mode: 0o600 });
+    const hostLabels = Object.entries({ ...req.labels, "ai.denv.machine": req.machine }).flatMap(([k, v]) => [
+      "--label",
+      `${k}=${v}`,
+    ]);
+    const joined = await this.denvd(
+      [
+        "join",
+        "--url",
+        this.o.cpUrl(),
+        "--token",
+        req.joinToken,
+        "--name",
+        req.machine,
+        "--state-dir",
+        join(dir, "state"),
+        ...hostLabels,
+      ],
+      {},
+    );
+    if (joined.code !== 0) {
+      await rm(dir, { recursive: true, force: true });
+      throw new DenvError("internal", `bridge ${req.machine} could not join: ${joined.stderr.trim()}`);
+    }
+    this.start(req.machine, env);
+    return { providerId: req.machine, machine: req.machine };
+  }
+
+  private async remove(machine: string): Promise<void> {
+    await this.stop(machine);
+    await rm(join(this.o.dir, machine), { recursive: true, force: true });
+  }
+
+  private start(machine: string, env: Record<string, string>): void {
+    const dir = join(this.o.dir, machine);
+    const child = spawn(process.execPath, [this.o.bundle, "run", "--state-dir", join(dir, "state")], {
+      env: { PATH: process.env.PATH ?? "/usr/bin:/bin", ...env },
+      stdio: ["ignore", "ignore", "pipe"],
+    });
+    const log = join(dir, "denvd.log");
+    child.stderr?.on("data", (b: Buffer) => void writeFile(log, b, { flag: "a" }).catch(() => undefined));
+    child.once("exit", (code, signal) => {
+      if (this.running.get(machine) === child) this.running.delete(machine);
+      this.o.log.info("bridge exited", { machine, code, signal });
+    });
+    this.running.set(machine, child);
+    this.o.log.info("bridge started", { machine, pid: child.pid });
+  }
+
+  private async stop(machine: string): Promise<void> {
+    const child = this.running.get(machine);
+    if (!child || child.exitCode !== null) return;
+    const exited = new Promise((r) => child.once("exit", r));
+    child.kill("SIGTERM");
+    const timer = setTimeout(() => child.kill("SIGKILL"), 10_000);
+    await exited;
+    clearTimeout(timer);
+  }
+
+  private async files(): Promise<BridgeFile[]> {
+    const names = await readdir(this.o.dir).catch(() => [] as string[]);
+    const out: BridgeFile[] = [];
+    for (const n of names) {
+      const raw = await readFile(join(this.o.dir, n, "bridge.json"), "utf8").catch(() => undefined);
+      if (raw) out.push(JSON.parse(raw) as BridgeFile);
+    }
+    return out;
+  }
+
+  private denvd(args: string[], env: Record<string, string>): Promise<{ code: number; stderr: string }> {
+    return new Promise((resolve) => {
+      const child = spawn(process.execPath, [this.o.bundle, ...args], {
+        env: { PATH: process.env.PATH ?? "/usr/bin:/bin", ...env },
+        stdio: ["ignore", "ignore", "pipe"],
+      });
+      let stderr = "";
+      child.stderr?.on("data", (b: Buffer) => {
+        stderr += b.toString();
+      });
+      child.once("error", (err) => resolve({ code: 1, stderr: err.message }));
+      child.once("exit", (code) => resolve({ code: code ?? 1, stderr }));
+    });
+  }
+}
