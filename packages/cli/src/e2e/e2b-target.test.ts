@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { TargetMessages } from "@denv/spec";
@@ -30,7 +30,8 @@ beforeAll(async () => {
       templates: {},
       baseImages: { "debian:bookworm-slim": "debian:bookworm-slim" },
     }).start(),
-    startStack(),
+    // Targets reconciled every half second: a bridge left by a crashed cp is found at once.
+    startStack({ env: { DENV_CP_PROVISION_INTERVAL_MS: "500" } }),
   ]);
   dir = mkdtempSync(path.join(os.tmpdir(), "denv-e2b-target-"));
 }, 300_000);
@@ -112,4 +113,51 @@ it("refuses an rl-environment on E2B at placement, before anything is created", 
   );
   expect(server.sandboxes.size).toBe(0);
   expect((await stack.denv(["targets", "rm", "sbx2", "--force"])).code).toBe(0);
+}, 300_000);
+
+it("a bridge that a crashed control plane left running is adopted, never started twice", async () => {
+  const add = await run(
+    process.execPath,
+    [cli, "targets", "add", "e2b", "sbx3", `base_url=${server.apiUrl}`, `sandbox_url=${server.sandboxUrl}`],
+    { ...stack.env, E2B_API_KEY: API_KEY },
+  );
+  expect(add.code, add.stderr).toBe(0);
+  const online = async () => {
+    const { hosts } = await stack.json<{ hosts: Array<{ target: string; status: string }> }>([
+      "hosts",
+      "list",
+    ]);
+    return hosts.some((h) => h.target === "sbx3" && h.status === "online");
+  };
+  await waitUntil("the bridge's host is online", 60_000, online);
+  const bridges = path.join(stack.dataDir, "cp", "bridges");
+  const [machine] = readdirSync(bridges);
+  if (machine === undefined) throw new Error("no bridge folder");
+  const stateDir = path.join(bridges, machine, "state");
+  // Every process running that bridge (its state folder in its command line).
+  const processes = () =>
+    readdirSync("/proc")
+      .filter((n) => /^\d+$/.test(n))
+      .filter((pid) => {
+        try {
+          return readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").includes(stateDir);
+        } catch {
+          return false;
+        }
+      });
+  const before = processes();
+  expect(before).toHaveLength(1);
+
+  // The control plane dies without stopping its bridge, and comes up again.
+  process.kill(Number(readFileSync(path.join(stack.dataDir, "cp.pid"), "utf8")), "SIGKILL");
+  const url = new URL(stack.url);
+  const up = await stack.denv(["up", "--data-dir", stack.dataDir, "--listen", `${url.hostname}:${url.port}`]);
+  expect(up.code, up.stderr).toBe(0);
+  await waitUntil("the bridge is online again", 60_000, online);
+  // Several reconciles later, still the one process it was.
+  await new Promise((r) => setTimeout(r, 2_000));
+  expect(processes()).toEqual(before);
+
+  expect((await stack.denv(["targets", "rm", "sbx3", "--force"])).code).toBe(0);
+  expect(processes()).toEqual([]);
 }, 300_000);

@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
+import { closeSync, openSync } from "node:fs";
 import { mkdir, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { isIP } from "node:net";
 import { join } from "node:path";
@@ -62,12 +63,14 @@ interface BridgeFile {
 /**
  * The bridge processes of this control plane, one folder each under `dir`: `bridge.json` (what
  * it is), `state/` (denvd's state: host.json, its journal, its records of the provider's
- * sandboxes) and `denvd.log`. A bridge that is not running when its target is listed (it
- * crashed, or the control plane restarted) is started again on the same state: the same host,
- * holding the same sandboxes. close() stops them all and keeps their folders.
+ * sandboxes), `denvd.log` and `pid`. A bridge that is not running when its target is listed (it
+ * crashed, or the control plane stopped it) is started again on the same state: the same host,
+ * holding the same sandboxes; one that a control plane which crashed left running is adopted by
+ * its pid, never started twice. close() stops them all and keeps their folders.
  */
 export class BridgeProcesses {
-  private readonly running = new Map<string, ChildProcess>();
+  /** Bridges this control plane started, and those a previous one left running (adopted by pid). */
+  private readonly running = new Map<string, ChildProcess | number>();
 
   constructor(
     private readonly o: {
@@ -108,7 +111,11 @@ export class BridgeProcesses {
     const found: ProviderMachine[] = [];
     for (const b of await this.files()) {
       if (b.target !== target || !Object.entries(labels).every(([k, v]) => b.labels[k] === v)) continue;
-      if (!this.running.has(b.machine)) this.start(b.machine, env);
+      if (!this.running.has(b.machine)) {
+        const left = await this.leftRunning(b.machine);
+        if (left === undefined) this.start(b.machine, env);
+        else this.running.set(b.machine, left);
+      }
       found.push({ providerId: b.machine, machine: b.machine });
     }
     return found;
@@ -157,28 +164,46 @@ export class BridgeProcesses {
 
   private start(machine: string, env: Record<string, string>): void {
     const dir = join(this.o.dir, machine);
+    // Its log is a file it holds itself, not a pipe through this process: a bridge outlives a
+    // control plane that crashed (and is adopted by the next one) instead of dying on a broken pipe.
+    const log = openSync(join(dir, "denvd.log"), "a", 0o600);
     const child = spawn(process.execPath, [this.o.bundle, "run", "--state-dir", join(dir, "state")], {
       env: { PATH: process.env.PATH ?? "/usr/bin:/bin", ...env },
-      stdio: ["ignore", "ignore", "pipe"],
+      stdio: ["ignore", "ignore", log],
     });
-    const log = join(dir, "denvd.log");
-    child.stderr?.on("data", (b: Buffer) => void writeFile(log, b, { flag: "a" }).catch(() => undefined));
+    closeSync(log);
     child.once("exit", (code, signal) => {
       if (this.running.get(machine) === child) this.running.delete(machine);
       this.o.log.info("bridge exited", { machine, code, signal });
     });
+    if (child.pid !== undefined) void writeFile(join(dir, "pid"), String(child.pid)).catch(() => undefined);
     this.running.set(machine, child);
     this.o.log.info("bridge started", { machine, pid: child.pid });
   }
 
   private async stop(machine: string): Promise<void> {
     const child = this.running.get(machine);
+    if (typeof child === "number") {
+      this.running.delete(machine);
+      await stopPid(child);
+      return;
+    }
     if (!child || child.exitCode !== null) return;
     const exited = new Promise((r) => child.once("exit", r));
     child.kill("SIGTERM");
     const timer = setTimeout(() => child.kill("SIGKILL"), 10_000);
     await exited;
     clearTimeout(timer);
+  }
+
+  /** The pid of this machine's bridge when a previous control plane left it running. */
+  private async leftRunning(machine: string): Promise<number | undefined> {
+    const dir = join(this.o.dir, machine);
+    const pid = Number(await readFile(join(dir, "pid"), "utf8").catch(() => ""));
+    if (!Number.isInteger(pid) || pid <= 0) return undefined;
+    // Only that bridge: a pid the kernel gave to another process since is left alone.
+    const cmdline = await readFile(`/proc/${pid}/cmdline`, "utf8").catch(() => "");
+    return cmdline.split("\0").includes(join(dir, "state")) ? pid : undefined;
   }
 
   private async files(): Promise<BridgeFile[]> {
@@ -205,4 +230,22 @@ export class BridgeProcesses {
       child.once("exit", (code) => resolve({ code: code ?? 1, stderr }));
     });
   }
+}
+
+/** SIGTERM, then SIGKILL after 10 s, to a process this control plane did not start. */
+async function stopPid(pid: number): Promise<void> {
+  const alive = () => {
+    try {
+      process.kill(pid, 0);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  if (!alive()) return;
+  process.kill(pid, "SIGTERM");
+  for (const until = Date.now() + 10_000; alive() && Date.now() < until; ) {
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  if (alive()) process.kill(pid, "SIGKILL");
 }
