@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
@@ -79,26 +79,34 @@ describe("full stack: CLI -> control plane -> denvd -> Docker", () => {
 
   it("copies files both ways as the agent user", async () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), "denv-cp-"));
-    writeFileSync(path.join(dir, "notes.txt"), "hello from the host\n");
-    const up = await stack.denv(["cp", path.join(dir, "notes.txt"), "quickstart/work:/workspace/notes.txt"]);
-    expect(up.code).toBe(0);
-    const owner = await stack.denv([
-      "exec",
-      "quickstart/work",
-      "--",
-      "stat",
-      "-c",
-      "%u %s",
-      "/workspace/notes.txt",
-    ]);
-    expect(owner.stdout).toBe("1000 20\n");
-    const down = await stack.denv([
-      "cp",
-      "quickstart/work:/workspace/app/orders.py",
-      path.join(dir, "orders.py"),
-    ]);
-    expect(down.code).toBe(0);
-    expect(readFileSync(path.join(dir, "orders.py"), "utf8")).toContain("def ");
+    try {
+      writeFileSync(path.join(dir, "notes.txt"), "hello from the host\n");
+      const up = await stack.denv([
+        "cp",
+        path.join(dir, "notes.txt"),
+        "quickstart/work:/workspace/notes.txt",
+      ]);
+      expect(up.code).toBe(0);
+      const owner = await stack.denv([
+        "exec",
+        "quickstart/work",
+        "--",
+        "stat",
+        "-c",
+        "%u %s",
+        "/workspace/notes.txt",
+      ]);
+      expect(owner.stdout).toBe("1000 20\n");
+      const down = await stack.denv([
+        "cp",
+        "quickstart/work:/workspace/app/orders.py",
+        path.join(dir, "orders.py"),
+      ]);
+      expect(down.code).toBe(0);
+      expect(readFileSync(path.join(dir, "orders.py"), "utf8")).toContain("def ");
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   }, 60_000);
 
   it("port-forwards to a service inside the environment", async () => {
