@@ -13,7 +13,6 @@ import {
   type Version,
 } from "@denv/spec";
 import { Labels } from "@denv/spec/labels";
-import { HostRefusals } from "@denv/spec/messages";
 import { checkName } from "@denv/spec/names";
 import type { RawExecResult } from "../../exec-runner.js";
 import type { ExecOptions } from "../../runtime/environment-exec.js";
@@ -136,14 +135,9 @@ export class E2bRuntime implements HostRuntime {
     const command = req.command ?? `deploy-${newId()}`;
     const phase = req.onPhase ?? noPhases;
     const projectDir = resolve(req.projectDir);
-    const { buildTemplate, loadPlan } = await verbs();
+    const { buildTemplate, deployPlan } = await verbs();
     phase.start("validate");
-    const plan =
-      req.plan ??
-      loadPlan(projectDir, { projectName: project, composeFile: req.composeFile, env: req.env }).plan;
-    if (req.kind !== undefined && plan.kind !== req.kind) {
-      throw new DenvError("forbidden", HostRefusals.kindMismatch(project, req.kind, plan.kind));
-    }
+    const plan = deployPlan(project, projectDir, req);
     const service = checkPlan(plan);
     phase.end("validate", { services: [service.name], agent: plan.agent.service });
     return this.locks.with(id, async () => {
