@@ -13,6 +13,7 @@ import {
   type Version,
 } from "@denv/spec";
 import { Labels } from "@denv/spec/labels";
+import { HostRefusals } from "@denv/spec/messages";
 import { checkName } from "@denv/spec/names";
 import type { RawExecResult } from "../../exec-runner.js";
 import type { ExecOptions } from "../../runtime/environment-exec.js";
@@ -135,9 +136,14 @@ export class E2bRuntime implements HostRuntime {
     const command = req.command ?? `deploy-${newId()}`;
     const phase = req.onPhase ?? noPhases;
     const projectDir = resolve(req.projectDir);
-    const { buildTemplate, deployPlan } = await verbs();
+    const { buildTemplate, loadPlan } = await verbs();
     phase.start("validate");
-    const plan = deployPlan(project, projectDir, req);
+    const plan =
+      req.plan ??
+      loadPlan(projectDir, { projectName: project, composeFile: req.composeFile, env: req.env }).plan;
+    if (req.kind !== undefined && plan.kind !== req.kind) {
+      throw new DenvError("forbidden", HostRefusals.kindMismatch(project, req.kind, plan.kind));
+    }
     const service = checkPlan(plan);
     phase.end("validate", { services: [service.name], agent: plan.agent.service });
     return this.locks.with(id, async () => {
