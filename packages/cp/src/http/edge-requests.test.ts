@@ -1,3 +1,4 @@
+import { connect } from "node:net";
 import { ControlPlaneMessages, ErrorResponse, MAX_TTL_SEC } from "@denv/spec";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { deployed, startTestCp, type TestCp } from "../testing/harness.js";
@@ -54,6 +55,27 @@ describe("requests the fuzzer found", () => {
     }
     // Authentication still comes first.
     expect((await t.anon.get("/v1/hosts/stream")).status).toBe(401);
+  });
+
+  it("a client that resets the socket after a refused upgrade leaves the server answering", async () => {
+    const { hostname, port } = new URL(t.url);
+    for (let i = 0; i < 10; i++) {
+      const answer = await new Promise<string>((resolve, reject) => {
+        const s = connect(Number(port), hostname, () => {
+          s.write(
+            "GET /v1/hosts/stream HTTP/1.1\r\nhost: cp\r\nconnection: upgrade\r\nupgrade: websocket\r\n" +
+              "sec-websocket-version: 13\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+          );
+        });
+        s.once("error", reject);
+        s.once("data", (d) => {
+          s.resetAndDestroy();
+          resolve(d.toString());
+        });
+      });
+      expect(answer.split("\r\n")[0]).toMatch(/^HTTP\/1\.1 401 /);
+    }
+    expect((await t.anon.get("/healthz")).status).toBe(200);
   });
 
   it("the deployment log declares its server-sent events, not a string", async () => {

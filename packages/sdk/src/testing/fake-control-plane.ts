@@ -96,6 +96,8 @@ export async function startFakeControlPlane(options: FakeOptions = {}): Promise<
   server.on("upgrade", (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     const url = new URL(req.url ?? "/", "http://fake");
     requests.push(`WS ${url.pathname}${url.search}`);
+    // The client may reset the socket once it has read a refusal: not an error of this server.
+    socket.on("error", () => undefined);
     try {
       const m = /^\/v1\/environments\/([^/]+)\/([^/]+)\/(exec\/stream|connect)$/.exec(url.pathname);
       if (m === null) throw new DenvError("not_found", `no route GET ${url.pathname}`);

@@ -74,6 +74,8 @@ export class FakeCp {
     });
     server.on("request", (req, res) => void cp.onRequest(req, res));
     server.on("upgrade", (req, socket, head) => {
+      // The client may reset the socket once it has read a refusal: not an error of this server.
+      socket.on("error", () => undefined);
       if (req.url !== "/v1/hosts/stream" || req.headers.authorization !== `Bearer ${cp.credential}`) {
         cp.refused++;
         const body = JSON.stringify({ error: { code: "unauthorized", message: "unknown host credential" } });
