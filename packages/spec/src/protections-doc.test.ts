@@ -57,6 +57,7 @@ describe("docs/reference/protections.md lists every exact string", () => {
       ProviderMessages.noCanary("<provider>"),
       ProviderMessages.internetAllowed("<sandbox>"),
       ProviderMessages.probeFailed("<service>", "<detail>"),
+      ProviderMessages.agentBecomesRoot("<service>", "<user>", "<how>"),
     ]) {
       expect(doc).toContain(line);
     }

@@ -29,7 +29,8 @@ export const CAPABILITY_MEANINGS: Record<TargetCapability, string> = {
   snapshot: "consistent snapshots of all services and volumes",
   fork: "new environments from a version",
   pause: "freezing services (the snapshot's frozen window)",
-  egress_control: "internal network, default routes removed, host firewall, the egress probe",
+  egress_control:
+    "egress denied and proven by the egress probe from inside (denvd: internal network, default routes removed, host firewall; a hosted kind: its provider's network policy)",
   exec_streaming: "exec with streamed stdin/stdout/stderr",
   files: "tar upload and download with the special-file check",
   port_tunnels: "TCP tunnels to a service port (denv port-forward)",
@@ -76,12 +77,12 @@ export const TARGET_KINDS: Record<TargetKindName, TargetKindSpec> = {
     // A bridge (denvd --provider e2b, run by the control plane): one sandbox per environment; a
     // version is an E2B snapshot of it (`createSnapshot`), a fork a new sandbox from that snapshot
     // (`Sandbox.create(snapshotId)`), as the e2b SDK 2.51 does them. No pause (the bridge refuses
-    // stop/start), no tunnels; egress is E2B's network policy, not denv's probed internal network.
+    // stop/start), no tunnels. Egress control is E2B's network policy (no internet access), probed
+    // from inside each sandbox as denvd probes its own networks; the evidence names E2B.
     capabilities: {
       ...DENVD,
       multi_service: false,
       pause: false,
-      egress_control: false,
       port_tunnels: false,
     },
     enforcedBy: "e2b",

@@ -9,13 +9,24 @@ export async function readReward(
   docker: DockerClient,
   containerId: string,
 ): Promise<{ reward: number; rewards: Record<string, number> } | undefined> {
-  for (const name of ["reward.json", "reward.txt"]) {
+  for (const name of REWARD_FILES) {
     const body = await readContainerFile(docker, containerId, `${REWARD_DIR}/${name}`);
     if (body === undefined) continue;
-    const text = body.toString("utf8").trim();
-    return name === "reward.txt" ? parseRewardText(text) : parseRewardJson(text);
+    return parseReward(name, body.toString("utf8"));
   }
   return undefined;
+}
+
+/** The files a verifier may write its reward to, in the order they are looked for. */
+export const REWARD_FILES = ["reward.json", "reward.txt"] as const;
+
+/** A reward file's text as the grade. @throws DenvError `verifier_failed` when it holds none. */
+export function parseReward(
+  name: (typeof REWARD_FILES)[number],
+  body: string,
+): { reward: number; rewards: Record<string, number> } {
+  const text = body.trim();
+  return name === "reward.txt" ? parseRewardText(text) : parseRewardJson(text);
 }
 
 function parseRewardText(text: string): { reward: number; rewards: Record<string, number> } {

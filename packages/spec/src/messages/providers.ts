@@ -24,6 +24,9 @@ export const ProviderMessages = {
   /** The provider's own record of the sandbox says it may reach the internet. */
   internetAllowed: (sandbox: string) =>
     `sandbox '${sandbox}' allows internet access by the provider's network policy`,
+  /** The agent's user can become root in the sandbox without a password (protection 1). */
+  agentBecomesRoot: (service: string, user: string, how: string) =>
+    `refused: user '${user}' of service '${service}' can become root without a password (${how}), and the agent is never root on an rl-environment (protection 1); remove that from the image`,
   /** The probe itself could not run in the sandbox (no bash with /dev/tcp, or no timeout). */
   probeFailed: (service: string, detail: string) =>
     `the egress probe could not run in service '${service}': ${detail}`,

@@ -182,6 +182,12 @@ export const VerifierEvidence = z.object({
   duration_ms: Ms,
   /** x-denv.verifier.egress: mirrors — what the proxy allowed and every request it saw. */
   egress: MirrorRequests.optional(),
+  /**
+   * What kept the verifier apart from the agent where it has no container of its own (a hosted
+   * provider's single sandbox): e.g. "e2b: the fork's sandbox, as uid 1001". Absent on denvd's own
+   * runtime, where `container_id` is the verifier's own container.
+   */
+  isolation: z.string().optional(),
 });
 
 /** One submission path copied out of the fork, or a path that was not there. */

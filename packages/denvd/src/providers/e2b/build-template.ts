@@ -3,6 +3,7 @@ import { readdir, readFile, readlink } from "node:fs/promises";
 import { join, posix, relative, resolve, sep } from "node:path";
 import { DenvError, type ServicePlan } from "@denv/spec";
 import { type E2bConnection, loadE2b, sdkOptions } from "./e2b-sdk.js";
+import { shellQuote } from "./sandbox-exec.js";
 
 /** The agent service's template: its alias, and whether this deploy built it. */
 export interface BuiltTemplate {
@@ -17,7 +18,8 @@ export interface BuiltTemplate {
  * service's build context for `build:`, `fromImage` for `image:`, and the service's cpu and memory
  * caps as the template's. Its alias is `denv-<host>-<project>-<content hash>`: the hash covers
  * the Dockerfile, every file of the context (path, type, mode, content or link target) and the
- * caps, so that a deploy of the same content reuses the template and any change builds a new one.
+ * caps and the start command, so that a deploy of the same content reuses the template and any
+ * change builds a new one.
  */
 export async function buildTemplate(
   conn: E2bConnection,
@@ -51,17 +53,36 @@ export async function buildTemplate(
     hash.update(`image\0${svc.image}\0`);
     template = Template().fromImage(svc.image);
   }
+  const start = startCommands(svc);
+  if (start) {
+    hash.update(`start\0${start.startCmd}\0${start.readyCmd}\0`);
+  }
+  const final = start ? template.setStartCmd(start.startCmd, start.readyCmd) : template;
   const digest = hash.digest("hex").slice(0, 16);
   const alias = `${templatePrefix(input.hostId)}${slug(input.project, 24)}-${digest}`;
   const opts = sdkOptions(conn);
   if (await Template.exists(alias, opts)) return { alias, built: false, hash: digest };
-  await Template.build(template, alias, {
+  await Template.build(final, alias, {
     ...opts,
     cpuCount,
     memoryMB,
     ...(input.onLog ? { onBuildLogs: (e: { message: string }) => input.onLog?.(e.message) } : {}),
   });
   return { alias, built: true, hash: digest };
+}
+
+/**
+ * The service's command as the template's start command, and its healthcheck as the ready command
+ * E2B runs until it exits 0 (`true` without one): each a line for a shell, exec form quoted word by
+ * word.
+ */
+export function startCommands(svc: ServicePlan): { startCmd: string; readyCmd: string } | undefined {
+  if (svc.command === undefined) return undefined;
+  const line = (c: string | readonly string[]) => (typeof c === "string" ? c : c.map(shellQuote).join(" "));
+  const [form, ...test] = svc.healthcheck?.test ?? ["NONE"];
+  const readyCmd =
+    form === "CMD-SHELL" ? (test[0] ?? "true") : form === "CMD" && test.length > 0 ? line(test) : "true";
+  return { startCmd: line(svc.command), readyCmd };
 }
 
 /** What every alias and snapshot name of this host starts with (gc finds them by it). */

@@ -1,4 +1,4 @@
-import { DenvError, type Plan, ProviderMessages, type ServicePlan } from "@denv/spec";
+import { DenvError, type Plan, ProviderMessages, type ServicePlan, type VerifierPlan } from "@denv/spec";
 
 export const PROVIDER = "E2B";
 
@@ -9,7 +9,9 @@ const DEFAULT_DNS_OPT = ["timeout:1", "attempts:1"];
  * Refuses, before anything is created, what an E2B sandbox cannot be: one line naming the
  * capability or the compose key. An E2B sandbox is one machine from one template; what a file
  * asks of several services, of volumes, of the engine's container options or of denv's own
- * sandboxes is refused rather than dropped.
+ * sandboxes is refused rather than dropped. The service's `command` becomes the template's start
+ * command and its healthcheck that command's ready check (E2B runs both once at build time and
+ * snapshots the running sandbox); the verifier runs in the fork's own sandbox (checkVerifier).
  *
  * @throws DenvError `invalid_request` (a capability E2B lacks) or `invalid_compose` (a key this
  *   runtime does not carry over).
@@ -42,16 +44,7 @@ export function checkPlan(plan: Plan): ServicePlan {
       ),
     );
   }
-  if (plan.verifier !== undefined) {
-    throw new DenvError(
-      "invalid_request",
-      ProviderMessages.lacks(
-        PROVIDER,
-        "verify",
-        "x-denv.verifier needs (the runtime does not run verifiers yet)",
-      ),
-    );
-  }
+  if (plan.verifier !== undefined) checkVerifier(plan.verifier, service);
   if (plan.egress === "mirrors") {
     throw new DenvError(
       "invalid_request",
@@ -75,9 +68,12 @@ export function checkPlan(plan: Plan): ServicePlan {
     );
   };
   const s = service;
-  if (s.command !== undefined) key("command", "a sandbox runs no service process of denv's");
-  if (s.entrypoint !== undefined) key("entrypoint", "a sandbox runs no service process of denv's");
-  if (s.healthcheck !== undefined) key("healthcheck", "nothing runs it in the sandbox");
+  if (s.entrypoint !== undefined) key("entrypoint", "the template's start command is the service's command");
+  if (s.healthcheck !== undefined && s.command === undefined)
+    key(
+      "healthcheck",
+      "it is the ready check of the template's start command, and the service has no command",
+    );
   if (s.tmpfs.length > 0) key("tmpfs", "the sandbox has one disk");
   if (s.expose.length > 0) key("expose", "there is no other service to reach it");
   if (s.ports.length > 0) key("ports", "E2B publishes ports through its own domain, not the host's");
@@ -85,7 +81,7 @@ export function checkPlan(plan: Plan): ServicePlan {
   if (s.init !== undefined) key("init", "E2B's own init runs the sandbox");
   if (s.stopGracePeriodMs !== undefined) key("stop_grace_period", "sandboxes are killed, not stopped");
   if (s.restart !== undefined && s.restart !== "no")
-    key("restart", "a sandbox runs no service process of denv's");
+    key("restart", "E2B starts the service's command once, when the sandbox starts");
   if (s.capDrop.length > 0) key("cap_drop", "E2B decides the sandbox's capabilities");
   if (s.networkMode !== undefined) key("network_mode", "E2B's network policy decides the sandbox's network");
   if (s.hostname !== undefined) key("hostname", "E2B names the sandbox");
@@ -101,4 +97,36 @@ export function checkPlan(plan: Plan): ServicePlan {
     key("user", `only the agent's user (${plan.agent.user}) runs in the sandbox`);
   }
   return s;
+}
+
+/**
+ * The verifier on E2B runs in the fork's sandbox as its own user (sandboxes share no network, so a
+ * verifier of its own could not reach the fork's services): its image must be the agent service's
+ * (the same build or image), and it cannot go without services or through denvd's mirror proxy.
+ */
+function checkVerifier(v: VerifierPlan, service: ServicePlan): void {
+  const lacks = (capability: string, why: string): never => {
+    throw new DenvError("invalid_request", ProviderMessages.lacks(PROVIDER, capability, why));
+  };
+  const sameBuild =
+    v.build !== undefined &&
+    service.build !== undefined &&
+    JSON.stringify(v.build) === JSON.stringify(service.build);
+  const sameImage = v.build === undefined && service.build === undefined && v.image === service.image;
+  if (!sameBuild && !sameImage) {
+    lacks(
+      "a verifier container of its own",
+      `x-denv.verifier with an image other than service '${service.name}''s needs (the verifier runs in the fork's sandbox: build it as the service is built)`,
+    );
+  }
+  if (v.services === false)
+    lacks(
+      "a fork without services",
+      "x-denv.verifier.services: false needs (a sandbox runs from its creation)",
+    );
+  if (v.egress === "mirrors")
+    lacks(
+      "mirror egress",
+      "x-denv.verifier.egress: mirrors needs (denvd's proxy on the environment's network)",
+    );
 }

@@ -30,6 +30,10 @@ export interface E2bEnvironmentRecord {
   parentVersion?: string;
   timings: { create_ms: number; probe_ms: number; total_ms: number };
   probe: EgressProbe | { skipped: string };
+  /** Every process of the sandbox when it became ready ("pid:start time"): not the agent's. */
+  baseline: string[];
+  /** The verifier's tests, packed at deploy and kept on this host only (never in a sandbox). */
+  testsTar?: string;
   createdAt: string;
 }
 
@@ -48,6 +52,7 @@ export interface E2bVersionRecord {
   agentUid: number;
   allowInternetAccess: boolean;
   command: string;
+  testsTar?: string;
   timings: { snapshot_ms: number; total_ms: number };
   createdAt: string;
 }
@@ -59,7 +64,19 @@ export class E2bRecords {
     const dir = join(stateDir, "e2b");
     await mkdir(join(dir, "environments"), { recursive: true, mode: 0o700 });
     await mkdir(join(dir, "versions"), { recursive: true, mode: 0o700 });
+    await mkdir(join(dir, "tests"), { recursive: true, mode: 0o700 });
     return new E2bRecords(dir);
+  }
+
+  /** Where the verifiers' tests are kept, one archive per deploy (named after its command). */
+  get testsDir(): string {
+    return join(this.dir, "tests");
+  }
+
+  /** The tests archives no environment or version names. */
+  async unreferencedTests(): Promise<string[]> {
+    const used = new Set([...(await this.environments()), ...(await this.versions())].map((r) => r.testsTar));
+    return (await readdir(this.testsDir)).map((f) => join(this.testsDir, f)).filter((f) => !used.has(f));
   }
 
   environments(): Promise<E2bEnvironmentRecord[]> {

@@ -317,7 +317,6 @@ describe("E2bRuntime on the E2B double", { timeout: 60_000 }, () => {
     expect(await rt.has("two/alpha")).toBe(false);
 
     for (const [verb, call] of [
-      ["verify", () => rt.verify(ENV)],
       ["stop", () => rt.stop(ENV)],
       ["start", () => rt.start(ENV)],
       ["logs", () => rt.logs(ENV)],

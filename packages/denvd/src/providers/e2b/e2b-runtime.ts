@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
-import { resolve } from "node:path";
+import { rm } from "node:fs/promises";
+import { basename, join, resolve } from "node:path";
 import type { Readable } from "node:stream";
 import {
   DenvError,
@@ -29,7 +30,7 @@ import { type E2bEnvironmentRecord, E2bRecords, type E2bVersionRecord } from "./
 import { type E2bConnection, type E2bSandbox, loadE2b, sdkOptions } from "./e2b-sdk.js";
 import { type EgressCanary, probeSandboxEgress } from "./egress-probe.js";
 import { execInSandbox } from "./sandbox-exec.js";
-import { agentPrincipal, resolveSandboxUser, type SandboxUser } from "./sandbox-user.js";
+import { agentPrincipal, refuseRootAgent, resolveSandboxUser, type SandboxUser } from "./sandbox-user.js";
 
 export interface E2bRuntimeOptions {
   hostId: string;
@@ -58,8 +59,11 @@ const newId = () => randomBytes(4).toString("hex");
  */
 const verbs = async () => ({
   ...(await import("../../project-loader.js")),
+  ...(await import("../../runtime/ensure-image.js")),
   ...(await import("./build-template.js")),
+  ...(await import("./e2b-verify.js")),
   ...(await import("./sandbox-files.js")),
+  ...(await import("./sandbox-verify.js")),
 });
 
 /**
@@ -136,7 +140,7 @@ export class E2bRuntime implements HostRuntime {
     const command = req.command ?? `deploy-${newId()}`;
     const phase = req.onPhase ?? noPhases;
     const projectDir = resolve(req.projectDir);
-    const { buildTemplate, loadPlan } = await verbs();
+    const { buildTemplate, loadPlan, tarDirectory } = await verbs();
     phase.start("validate");
     const plan =
       req.plan ??
@@ -162,12 +166,26 @@ export class E2bRuntime implements HostRuntime {
         }),
       );
       phase.end("build", { digests: { [service.name]: template.alias } });
-      return this.materialize(
-        { id, project, name, plan, command, image: template.alias },
-        template.alias,
-        undefined,
-        phase,
-      );
+      // Named after the command, which gc leaves alone while it runs.
+      let testsTar: string | undefined;
+      this.inFlight.add(command);
+      try {
+        if (plan.verifier?.tests) {
+          testsTar = join(this.records.testsDir, `${command}.tar`);
+          await tarDirectory(join(projectDir, plan.verifier.tests), testsTar);
+        }
+        return await this.materialize(
+          { id, project, name, plan, command, image: template.alias, testsTar },
+          template.alias,
+          undefined,
+          phase,
+        );
+      } catch (err) {
+        if (testsTar) await rm(testsTar, { force: true });
+        throw err;
+      } finally {
+        this.inFlight.delete(command);
+      }
     });
   }
 
@@ -192,7 +210,15 @@ export class E2bRuntime implements HostRuntime {
     return this.locks.with(id, async () => {
       await this.refuseExisting(id, `environment ${id} exists: choose another fork name`);
       return this.materialize(
-        { id, project: version.project, name, plan: version.plan, command, image: version.id },
+        {
+          id,
+          project: version.project,
+          name,
+          plan: version.plan,
+          command,
+          image: version.id,
+          testsTar: version.testsTar,
+        },
         version.snapshotId,
         version,
         opts.onPhase ?? noPhases,
@@ -207,7 +233,15 @@ export class E2bRuntime implements HostRuntime {
    * egress probe run (protection 5), then recorded. A failure kills what it created.
    */
   private async materialize(
-    base: { id: string; project: string; name: string; plan: Plan; command: string; image: string },
+    base: {
+      id: string;
+      project: string;
+      name: string;
+      plan: Plan;
+      command: string;
+      image: string;
+      testsTar: string | undefined;
+    },
     from: string,
     version: E2bVersionRecord | undefined,
     phase: PhaseListener,
@@ -244,9 +278,7 @@ export class E2bRuntime implements HostRuntime {
       if (version) phase.end("restore", { version: version.id, method: METHOD }, "start");
       phase.end("start", { containers: { [service]: sbx.sandboxId } });
       const agent = await resolveSandboxUser(sbx, plan.agent.user);
-      if (agent.uid === 0 && plan.kind === "rl-environment") {
-        throw new DenvError("agent_root", Protection.agentRoot(service));
-      }
+      if (plan.kind === "rl-environment") await refuseRootAgent(sbx, agent, service);
       let probe: EgressProbe | { skipped: string };
       const probeStart = Date.now();
       if (allowInternetAccess) probe = { skipped: "egress is allowed (a service project)" };
@@ -258,9 +290,13 @@ export class E2bRuntime implements HostRuntime {
         }
         phase.end("probe", probe);
       }
+      const { processBaseline } = await verbs();
+      const baseline = await this.provider(() => processBaseline(sbx as E2bSandbox));
       const done = Date.now();
+      const { testsTar, ...named } = base;
       const rec: E2bEnvironmentRecord = {
-        ...base,
+        ...named,
+        ...(testsTar ? { testsTar } : {}),
         sandboxId: sbx.sandboxId,
         templateId: info.templateId,
         agent: plan.agent,
@@ -270,6 +306,7 @@ export class E2bRuntime implements HostRuntime {
         ...(version ? { parentVersion: version.id } : {}),
         timings: { create_ms: created - started, probe_ms: done - probeStart, total_ms: done - started },
         probe,
+        baseline,
         createdAt: new Date(started).toISOString(),
       };
       await this.records.putEnvironment(rec);
@@ -349,6 +386,7 @@ export class E2bRuntime implements HostRuntime {
         agentUid: rec.agentUid,
         allowInternetAccess: rec.allowInternetAccess,
         command,
+        ...(rec.testsTar ? { testsTar: rec.testsTar } : {}),
         timings: { snapshot_ms: took, total_ms: Date.now() - started },
         createdAt: new Date(started).toISOString(),
       };
@@ -386,8 +424,20 @@ export class E2bRuntime implements HostRuntime {
     return this.probe(sbx, this.agentOf(rec), rec.plan.agent.service);
   }
 
-  async verify(_envId: string, _opts?: VerifyOptions): Promise<HostVerifyResult> {
-    throw this.unsupported("verify", "the runtime does not run verifiers on E2B yet");
+  /** Grades the environment on a fork, the verifier in the fork's sandbox (e2b-verify.ts). */
+  async verify(envId: string, opts: VerifyOptions = {}): Promise<HostVerifyResult> {
+    const { verifyOnE2b } = await verbs();
+    return verifyOnE2b(
+      {
+        environment: (id) => this.open(id),
+        snapshot: (id, o) => this.snapshot(id, o),
+        version: (id) => this.version(id),
+        fork: (id, o) => this.fork(id, o),
+        destroy: (id) => this.destroy(id),
+      },
+      envId,
+      opts,
+    );
   }
   async stop(_envId: string): Promise<HostEnvironment> {
     throw this.unsupported("stop", "the runtime does not pause E2B sandboxes yet");
@@ -419,7 +469,8 @@ export class E2bRuntime implements HostRuntime {
 
   /**
    * Kills the sandboxes that carry this host's id and no record owns (nor a command still making
-   * them), and deletes the snapshots named as this host's that no version records.
+   * them), deletes the snapshots named as this host's that no version records, and the tests
+   * archives that no record names.
    */
   async gc(): Promise<{ removed: string[] }> {
     const { Sandbox } = await loadE2b();
@@ -446,6 +497,11 @@ export class E2bRuntime implements HostRuntime {
         () => removed.push(`snapshot ${s.snapshotId}`),
         (e: unknown) => errors.push(e),
       );
+    }
+    for (const file of await this.records.unreferencedTests()) {
+      if (this.inFlight.has(basename(file, ".tar"))) continue;
+      await rm(file, { force: true });
+      removed.push(`tests ${basename(file)}`);
     }
     if (errors.length > 0) throw new AggregateError(errors, `e2b gc: ${errors.length} removal(s) failed`);
     return { removed };

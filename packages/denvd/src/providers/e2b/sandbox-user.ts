@@ -76,3 +76,25 @@ export async function agentPrincipal(
   }
   return user;
 }
+
+/** How a user may become root without a password (no quote in a name), asked as the user: `id -u` prints 0. */
+const ROOT_ROUTES: ReadonlyArray<[string, string]> = [
+  ["sudo -n", "command -v sudo >/dev/null 2>&1 && sudo -n id -u </dev/null 2>/dev/null"],
+  ["su with an empty root password", "su -c 'id -u' root </dev/null 2>/dev/null"],
+];
+
+/**
+ * Protection 1 when the sandbox is made: the agent's user resolves to a uid other than 0, and
+ * cannot become root without a password through sudo or su. E2B gives its sandboxes no
+ * no-new-privileges, so a sudo rule or an empty root password in the image would hand the agent
+ * root; each is tried as the agent, before any command of the agent's has run.
+ *
+ * @throws DenvError `agent_root` with Protection.agentRoot or ProviderMessages.agentBecomesRoot.
+ */
+export async function refuseRootAgent(sbx: E2bSandbox, agent: SandboxUser, service: string): Promise<void> {
+  if (agent.uid === 0) throw new DenvError("agent_root", Protection.agentRoot(service));
+  const script = ROOT_ROUTES.map(([how, cmd]) => `[ "$(${cmd})" = 0 ] && echo '${how}'`).join("; ");
+  const r = await sbx.commands.run(`${script}; true`, { user: agent.name, cwd: "/", timeoutMs: 0 });
+  const how = r.stdout.trim().split("\n")[0];
+  if (how) throw new DenvError("agent_root", ProviderMessages.agentBecomesRoot(service, agent.name, how));
+}

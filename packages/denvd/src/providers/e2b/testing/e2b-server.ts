@@ -66,6 +66,9 @@ export interface FakeSandbox {
   workdir?: string;
   cpuCount?: number;
   memoryMB?: number;
+  /** The template's start and ready commands, which a sandbox from its snapshot runs again. */
+  startCmd?: string;
+  readyCmd?: string;
 }
 
 interface Snapshot {
@@ -76,6 +79,8 @@ interface Snapshot {
   sandboxID: string;
   user?: string;
   workdir?: string;
+  startCmd?: string;
+  readyCmd?: string;
 }
 
 export class E2bServer {
@@ -272,7 +277,14 @@ export class E2bServer {
     const ref = templateID.replace(/:default$/, "").replace(/^local\//, "");
     for (const s of this.snapshots.values())
       if (s.rawId === ref || s.snapshotID === templateID || s.names.includes(templateID))
-        return { templateID, image: s.image, user: s.user, workdir: s.workdir };
+        return {
+          templateID,
+          image: s.image,
+          user: s.user,
+          workdir: s.workdir,
+          startCmd: s.startCmd,
+          readyCmd: s.readyCmd,
+        };
     const built = this.builds.find(templateID);
     if (built) return built;
     const image = this.opts.templates[templateID];
@@ -319,6 +331,8 @@ export class E2bServer {
       workdir: rt.workdir,
       cpuCount: rt.cpuCount,
       memoryMB: rt.memoryMB,
+      startCmd: rt.startCmd,
+      readyCmd: rt.readyCmd,
     };
     this.sandboxes.set(sandboxID, sb);
     this.schedule(sb, Number(body.timeout ?? DEFAULT_TIMEOUT_S));
@@ -334,7 +348,10 @@ export class E2bServer {
   /**
    * A built template's start command, in the background as its user in its workdir, then its ready
    * command until it exits 0. E2B runs them once at build time and snapshots the running sandbox;
-   * here each sandbox runs them when it is created.
+   * here each sandbox runs them when it is created. A snapshot of E2B's holds the sandbox's memory,
+   * its running processes with it; here a `docker commit` holds only the files, so a sandbox from a
+   * snapshot runs the template's start command again on them (what a process the snapshot held
+   * would have been doing is not kept).
    */
   private async startCommands(sb: FakeSandbox, rt: TemplateRuntime, env: Record<string, string>) {
     const user = sb.user ?? "user";
@@ -410,6 +427,8 @@ export class E2bServer {
       sandboxID: sb.sandboxID,
       user: sb.user,
       workdir: sb.workdir,
+      startCmd: sb.startCmd,
+      readyCmd: sb.readyCmd,
     };
     this.snapshots.set(rawId, s);
     return { snapshotID: s.snapshotID, names: s.names };

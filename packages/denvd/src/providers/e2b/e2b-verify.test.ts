@@ -1,0 +1,210 @@
+import { execFileSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdir, mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
+import { createServer, type Server } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { DenvError, Protection, ProviderMessages, SpecialFileReasons } from "@denv/spec";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { E2bRuntime } from "./e2b-runtime.js";
+import { E2bServer } from "./testing/e2b-server.js";
+
+/**
+ * Verify on E2B (protection 2 in one sandbox) against the E2B double, driven by the real `e2b`
+ * SDK: the agent's processes killed before the snapshot and the service's kept, the verifier run
+ * in a fork's sandbox as its own uid with the tests and reward directory out of the agent's reach,
+ * the submission through the special-file check, and what E2B cannot do refused up front. Images
+ * come from debian:bookworm-slim, never pulled; nothing connects beyond 127.0.0.1 and the test's
+ * own containers.
+ */
+const API_KEY = `e2b_${randomBytes(20).toString("hex")}`;
+const docker = (...args: string[]) => execFileSync("docker", args, { encoding: "utf8" }).trim();
+
+let server: E2bServer;
+let rt: E2bRuntime;
+let dir: string;
+let canary: Server;
+const ENV = "graded/alpha";
+
+const DOCKERFILE = `FROM debian:bookworm-slim
+RUN useradd --uid 1001 --no-create-home --shell /usr/sbin/nologin verifier
+COPY --chown=user answer.txt /home/user/answer.txt
+`;
+
+/** The service runs as the agent's uid; the verifier is the same image, as uid 1001. */
+const compose = (verifier: string) => `services:
+  main:
+    build: .
+    command: ["sh", "-c", "echo up > /tmp/service.log; exec sleep 99999"]
+    healthcheck:
+      test: ["CMD-SHELL", "test -f /tmp/service.log"]
+x-denv:
+  agent: { user: "1000", workdir: /home/user }
+  verifier:
+${verifier}
+`;
+const VERIFIER = `    build: .
+    user: "1001"
+    command: ["sh", "/tests/grade.sh"]
+    timeout: 30
+    tests: ./tests
+    submission: [/home/user/answer.txt]`;
+
+/** Grades the answer, and reports what it sees of the fork: its uid, the service, agent leftovers. */
+const GRADE = `#!/bin/sh
+answer=$(cat "$SUBMISSION_DIR/home/user/answer.txt" 2>/dev/null)
+seen() { for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < "$f" 2>/dev/null; echo; done | grep -q "$1" && echo 1 || echo 0; }
+[ "$answer" = 42 ] && r=1 || r=0
+echo "{\\"reward\\": $r, \\"uid\\": $(id -u), \\"service\\": $(seen 'sleep 9999[9]'), \\"left\\": $(seen 'sleep 424[2]')}" > "$REWARD_DIR/reward.json"
+echo "graded $r"
+`;
+
+async function project(name: string, composeText: string): Promise<string> {
+  const p = join(dir, name);
+  await mkdir(join(p, "tests"), { recursive: true });
+  await writeFile(join(p, "Dockerfile"), DOCKERFILE);
+  await writeFile(join(p, "answer.txt"), "41\n");
+  await writeFile(join(p, "tests", "grade.sh"), GRADE);
+  await writeFile(join(p, "compose.yaml"), composeText);
+  return p;
+}
+
+async function refusal(p: Promise<unknown>): Promise<DenvError> {
+  const e = await p.then(
+    () => undefined,
+    (err: unknown) => err,
+  );
+  expect(e).toBeInstanceOf(DenvError);
+  return e as DenvError;
+}
+
+const agentSh = (shell: string) => rt.exec(ENV, { shell });
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), "denv-e2b-verify-"));
+  server = await new E2bServer({
+    apiKey: API_KEY,
+    baseImages: { "debian:bookworm-slim": "debian:bookworm-slim" },
+  }).start();
+  canary = createServer((s) => s.destroy());
+  await new Promise<void>((r) => canary.listen(0, "127.0.0.1", r));
+  rt = await E2bRuntime.open({
+    hostId: `h${randomBytes(3).toString("hex")}`,
+    stateDir: join(dir, "state"),
+    connection: { apiKey: API_KEY, apiUrl: server.apiUrl, sandboxUrl: server.sandboxUrl },
+    egressCanaries: [{ host: "127.0.0.1", port: (canary.address() as { port: number }).port }],
+  });
+  await rt.deploy({ project: "graded", projectDir: await project("graded", compose(VERIFIER)) });
+}, 120_000);
+
+afterAll(async () => {
+  await rt?.close();
+  await new Promise<void>((r) => (canary ? canary.close(() => r()) : r()));
+  await server?.close();
+  await rm(dir, { recursive: true, force: true });
+  for (const kind of ["ps -a", "network ls", "image ls -a"]) {
+    const left = docker(...kind.split(" "), "-q", "--filter", `label=ai.denv.e2b.server=${server?.id}`);
+    expect(left, `docker ${kind} still lists what the test made`).toBe("");
+  }
+}, 60_000);
+
+describe("verify on E2B", { timeout: 60_000 }, () => {
+  it("kills what the agent left running and keeps the service; grades 0.0, then 1.0 after the fix, as uid 1001 in a fork's sandbox", async () => {
+    await agentSh("echo 41 > answer.txt; setsid sleep 4242 >/dev/null 2>&1 </dev/null & echo started");
+    const wrong = await rt.verify(ENV, { command: "cmd-verify-1" });
+    expect(wrong.status, wrong.log).toBe("graded");
+    expect(wrong.rewards).toEqual({ reward: 0, uid: 1001, service: 1, left: 0 });
+    expect(wrong.evidence.agent?.killed).toBeGreaterThanOrEqual(1);
+    expect(wrong.evidence.verifier.isolation).toMatch(
+      /^e2b: the fork's sandbox \S+, as uid 1001 \(verifier\); \/tests and \/logs\/verifier are that uid's alone$/,
+    );
+    expect(wrong.evidence.submission).toEqual([{ path: "/home/user/answer.txt", entries: 1, bytes: 3 }]);
+    // In the episode's own sandbox: the agent's process is gone, the service's is not.
+    const ps = await agentSh("for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f; echo; done");
+    expect(ps.stdout.toString()).not.toContain("sleep 4242");
+    expect(ps.stdout.toString()).toContain("sleep 99999");
+
+    await agentSh("echo 42 > answer.txt");
+    const right = await rt.verify(ENV);
+    expect(right.status, right.log).toBe("graded");
+    expect(right.reward).toBe(1);
+    expect(right.evidence.agent).toEqual({ killed: 0, survivors: 0 });
+    // Each verify's fork is gone; its version stays, as on denvd's own runtime.
+    expect((await rt.list()).environments.map((e) => e.id)).toEqual([ENV]);
+    expect((await rt.list()).versions.map((v) => v.id)).toEqual([wrong.version, right.version]);
+  });
+
+  it("keeps the tests and the reward directory out of the agent's uid in the fork", async () => {
+    const r = await rt.verify(ENV, { keepFork: true });
+    expect(r.reward).toBe(1);
+    try {
+      for (const shell of [
+        "cat /tests/grade.sh",
+        "ls /logs/verifier",
+        "echo 1 > /logs/verifier/reward.json",
+      ]) {
+        const got = await rt.exec(r.fork, { shell });
+        expect(got.exitCode, shell).not.toBe(0);
+        expect(got.stderr.toString(), shell).toMatch(/Permission denied/);
+      }
+    } finally {
+      await rt.destroy(r.fork);
+    }
+  });
+
+  it("refuses a submission that is a link out of it, with protection 3's message: reward 0, nothing run", async () => {
+    await agentSh("rm answer.txt && ln -s /tests/grade.sh answer.txt");
+    const r = await rt.verify(ENV);
+    expect(r.status).toBe("refused");
+    expect(r.reward).toBe(0);
+    expect(r.message).toBe(Protection.specialFile("answer.txt", SpecialFileReasons.symlinkEscapes));
+    expect(r.evidence.verifier.exit_code).toBeNull();
+    expect((await rt.list()).environments.map((e) => e.id)).toEqual([ENV]);
+  });
+
+  it("refuses, leaving nothing, a verifier E2B cannot run in the fork's sandbox and an agent that can become root", async () => {
+    const sandboxes = server.sandboxes.size;
+    const cases: Array<[string, string]> = [
+      [
+        VERIFIER.replace("build: .", "image: debian:bookworm-slim"),
+        ProviderMessages.lacks(
+          "E2B",
+          "a verifier container of its own",
+          "x-denv.verifier with an image other than service 'main''s needs (the verifier runs in the fork's sandbox: build it as the service is built)",
+        ),
+      ],
+      [
+        `${VERIFIER}\n    services: false`,
+        ProviderMessages.lacks(
+          "E2B",
+          "a fork without services",
+          "x-denv.verifier.services: false needs (a sandbox runs from its creation)",
+        ),
+      ],
+    ];
+    for (const [i, [verifier, message]] of cases.entries()) {
+      const e = await refusal(
+        rt.deploy({ project: `v${i}`, projectDir: await project(`v${i}`, compose(verifier)) }),
+      );
+      expect(e.message).toBe(message);
+    }
+    // An image whose root has no password hands the agent root through su (E2B has no
+    // no-new-privileges): refused when the sandbox is made, and the sandbox killed.
+    const rooted = await project("rooted", compose(VERIFIER));
+    await writeFile(join(rooted, "Dockerfile"), `${DOCKERFILE}RUN passwd -d root\n`);
+    const e = await refusal(rt.deploy({ project: "rooted", projectDir: rooted }));
+    expect(e.message).toBe(
+      ProviderMessages.agentBecomesRoot("main", "user", "su with an empty root password"),
+    );
+    expect(server.sandboxes.size).toBe(sandboxes);
+  });
+
+  it("leaves nothing: destroy, version deletes and gc remove every sandbox, snapshot and tests archive", async () => {
+    await rt.destroy(ENV);
+    for (const v of (await rt.list()).versions) await rt.deleteVersion(v.id);
+    await rt.gc();
+    expect(server.sandboxes.size).toBe(0);
+    expect(server.snapshots.size).toBe(0);
+    expect(await readdir(join(dir, "state", "e2b", "tests"))).toEqual([]);
+  });
+});

@@ -1,0 +1,150 @@
+import { randomBytes } from "node:crypto";
+import { DenvError, type HostEnvironment, type HostVerifyResult, type Version } from "@denv/spec";
+import { noPhases } from "../../runtime/phase-listener.js";
+import type { VerifyOptions } from "../../runtime/verify-environment.js";
+import type { E2bEnvironmentRecord } from "./e2b-records.js";
+import type { E2bSandbox } from "./e2b-sdk.js";
+import { gradeInSandbox, stopAgentProcesses } from "./sandbox-verify.js";
+
+/** What the E2B verify needs of its runtime: the steps of an episode. */
+export interface E2bEpisode {
+  environment(envId: string): Promise<{ rec: E2bEnvironmentRecord; sbx: E2bSandbox }>;
+  snapshot(envId: string, opts: { command: string; number?: number | undefined }): Promise<Version>;
+  version(versionId: string): Promise<Version>;
+  fork(versionId: string, opts: { name: string; command: string }): Promise<HostEnvironment>;
+  destroy(envId: string): Promise<void>;
+}
+
+/**
+ * Protection 2 on E2B: the agent's processes killed in the episode's sandbox, an E2B snapshot of
+ * it, a fork (a new sandbox from the snapshot, probed as every sandbox is), and the verifier run
+ * in the fork's sandbox as its own uid (sandbox-verify.ts says what that isolates and what not).
+ * The result has denvd's own runtime's shape; `verifier.isolation` says where the verifier ran.
+ */
+export async function verifyOnE2b(
+  episode: E2bEpisode,
+  envId: string,
+  opts: VerifyOptions = {},
+): Promise<HostVerifyResult> {
+  const phase = opts.onPhase ?? noPhases;
+  const { rec, sbx } = await episode.environment(envId);
+  const vplan = rec.plan.verifier;
+  if (!vplan) {
+    throw new DenvError(
+      "invalid_request",
+      `environment ${envId} declares no verifier: add x-denv.verifier to its compose file`,
+    );
+  }
+  const command = opts.command ?? `verify-${randomBytes(4).toString("hex")}`;
+  const t0 = Date.now();
+  let agent: { killed: number; survivors: number } | undefined;
+  let version: Version;
+  let tStopped = t0;
+  if (opts.smokeVersion !== undefined) {
+    version = await episode.version(opts.smokeVersion);
+    if (version.project !== rec.project)
+      throw new DenvError(
+        "invalid_request",
+        `version ${version.id} is not of project ${rec.project}: a smoke verify grades a version of its own project`,
+      );
+    phase.start("fork");
+  } else {
+    phase.start("stop agent");
+    agent = await stopAgentProcesses(sbx, rec.baseline);
+    tStopped = Date.now();
+    phase.end("stop agent", agent, "snapshot");
+    version = await episode.snapshot(envId, { command, number: opts.number });
+  }
+  const tSnap = Date.now();
+  const snapshot = {
+    version: version.id,
+    method: version.method,
+    // E2B snapshots a running sandbox: nothing of denv's is frozen while it does.
+    frozen_ms: 0,
+    total_ms: version.timings.total_ms ?? tSnap - tStopped,
+  };
+  if (agent) phase.end("snapshot", snapshot, "fork");
+  const fork = await episode.fork(version.id, { name: `verify-${randomBytes(3).toString("hex")}`, command });
+  const tForked = Date.now();
+  phase.end("fork", { environment: fork.id, services: "started" }, "probe");
+  phase.end("probe", fork.evidence.probe);
+  const episodeEvidence = {
+    ...(agent ? { agent } : {}),
+    snapshot,
+    fork: { environment: fork.id, probe: fork.evidence.probe },
+  };
+  const outcome = { version: version.id, fork: fork.id, snapshot: version };
+  try {
+    phase.start("run verifier");
+    const forked = await episode.environment(fork.id);
+    let grade: Awaited<ReturnType<typeof gradeInSandbox>>;
+    try {
+      grade = await gradeInSandbox(forked.sbx, {
+        verifier: vplan,
+        agentUid: forked.rec.agentUid,
+        testsTar: forked.rec.testsTar,
+      });
+    } catch (err) {
+      if (!(err instanceof DenvError && err.code === "special_file")) throw err;
+      return {
+        status: "refused",
+        reward: 0,
+        rewards: {},
+        message: err.message,
+        log: "",
+        ...outcome,
+        evidence: {
+          ...episodeEvidence,
+          submission: [],
+          verifier: {
+            container_id: "",
+            image: "",
+            user: vplan.user,
+            exit_code: null,
+            timed_out: false,
+            duration_ms: 0,
+          },
+          timings: { total_ms: Date.now() - t0 },
+        },
+      };
+    }
+    const verifier = {
+      container_id: forked.rec.sandboxId,
+      image: forked.rec.templateId,
+      user: vplan.user,
+      exit_code: grade.timedOut ? null : grade.exitCode,
+      timed_out: grade.timedOut,
+      duration_ms: grade.durationMs,
+      isolation: `e2b: the fork's sandbox ${forked.rec.sandboxId}, as uid ${grade.user.uid} (${grade.user.name}); /tests and /logs/verifier are that uid's alone`,
+    };
+    phase.end("run verifier", verifier, "collect");
+    phase.end("collect", { reward: grade.reward?.reward ?? null });
+    const evidence: HostVerifyResult["evidence"] = {
+      ...episodeEvidence,
+      submission: grade.submission,
+      verifier,
+      timings: {
+        ...(agent ? { stop_agent_ms: tStopped - t0, snapshot_ms: tSnap - tStopped } : {}),
+        fork_ms: tForked - tSnap,
+        prepare_ms: grade.prepareMs,
+        run_ms: grade.durationMs,
+        total_ms: Date.now() - t0,
+      },
+    };
+    if (!grade.reward) {
+      const message = grade.timedOut
+        ? `the verifier did not finish within ${vplan.timeoutSec} s`
+        : `the verifier exited ${grade.exitCode} without writing /logs/verifier/reward.json or reward.txt`;
+      return { status: "failed", reward: 0, rewards: {}, message, log: grade.log, ...outcome, evidence };
+    }
+    return { status: "graded", ...grade.reward, log: grade.log, ...outcome, evidence };
+  } finally {
+    phase.start("clean up");
+    const removed: string[] = [];
+    if (!opts.keepFork) {
+      await episode.destroy(fork.id);
+      removed.push(`fork ${fork.id}`);
+    }
+    phase.end("clean up", { removed });
+  }
+}

@@ -1,0 +1,192 @@
+import { createReadStream } from "node:fs";
+import { posix } from "node:path";
+import { buffer } from "node:stream/consumers";
+import { DenvError, Protection, ProviderMessages, type SubmissionEntry, type VerifierPlan } from "@denv/spec";
+import { parseReward, REWARD_DIR, REWARD_FILES } from "../../runtime/reward.js";
+import { SUBMISSION_DIR } from "../../runtime/submission.js";
+import { TESTS_DIR } from "../../runtime/verify-environment.js";
+import { PROVIDER } from "./check-plan.js";
+import { type E2bSandbox, loadE2b } from "./e2b-sdk.js";
+import { execInSandbox, shellQuote } from "./sandbox-exec.js";
+import { getSandboxFiles, putSandboxFiles } from "./sandbox-files.js";
+import { resolveSandboxUser, type SandboxUser } from "./sandbox-user.js";
+
+/**
+ * Protection 2 in one E2B sandbox. E2B sandboxes share no network, so the verifier cannot have a
+ * sandbox of its own and still reach the fork's services: it runs in the fork's sandbox, as its
+ * own uid, after the agent's processes were killed in the episode's sandbox (before the snapshot):
+ * the tests and the reward directory are that uid's alone (mode 0700), the submission is copied
+ * through the special-file check into /submission (root's, readable). The services of the fork
+ * keep running as they did in the episode. What this does not give, and denvd's own runtime
+ * does: an image of the verifier's own, a kernel and /tmp not shared with the services.
+ */
+
+const ROOT: SandboxUser = { name: "root", uid: 0 };
+/** PF_KTHREAD in /proc/PID/stat's flags: kernel threads are nobody's to kill. */
+const PF_KTHREAD = 0x200000;
+
+/**
+ * A shell function `procs` listing every process as "pid:start time", but kernel threads, zombies
+ * and the listing shell itself (its pid and its children). Start times tell a recycled pid apart.
+ */
+const PROCS = `procs() {
+  for d in /proc/[0-9]*; do
+    p=\${d#/proc/}; [ "$p" = "$$" ] && continue
+    { read -r line < "$d/stat"; } 2>/dev/null || continue
+    set -- \${line##*") "}
+    [ "$1" = Z ] || [ "$2" = "$$" ] || [ "$2" = 2 ] || [ "$p" = 2 ] && continue
+    [ $(( $7 & ${PF_KTHREAD} )) -ne 0 ] && continue
+    echo "$p:\${20}"
+  done
+}`;
+
+async function asRoot(sbx: E2bSandbox, script: string, envs: Record<string, string> = {}): Promise<string> {
+  const { CommandExitError } = await loadE2b();
+  try {
+    return (await sbx.commands.run(script, { user: ROOT.name, cwd: "/", envs, timeoutMs: 0 })).stdout;
+  } catch (e) {
+    if (e instanceof CommandExitError)
+      throw new DenvError("docker", `${PROVIDER}: ${e.stderr.trim() || `exit ${e.exitCode}`}`);
+    throw e;
+  }
+}
+
+/** Every process the sandbox runs now: what is not in it later is the agent's. */
+export async function processBaseline(sbx: E2bSandbox): Promise<string[]> {
+  return (await asRoot(sbx, `${PROCS}\nprocs`)).split("\n").filter(Boolean);
+}
+
+/**
+ * Protection 2, first step: kills, as root in the sandbox, every process not in the baseline, in
+ * rounds until none is left (what forked between a listing and its kill is caught by the next).
+ *
+ * @throws DenvError `agent_survived` when processes are still there after ten rounds.
+ */
+export async function stopAgentProcesses(
+  sbx: E2bSandbox,
+  baseline: readonly string[],
+): Promise<{ killed: number; survivors: number }> {
+  const script = `${PROCS}
+base=" $DENV_BASELINE "; killed=0; round=0
+while :; do
+  found=""; n=0
+  for e in $(procs); do
+    case "$base" in *" $e "*) continue;; esac
+    found="$found \${e%%:*}"; n=$((n + 1))
+  done
+  [ "$n" -eq 0 ] && { echo "killed $killed 0"; exit 0; }
+  [ "$round" -ge 10 ] && { echo "killed $killed $n"; exit 0; }
+  kill -9 $found 2>/dev/null
+  killed=$((killed + n)); round=$((round + 1)); sleep 0.1
+done`;
+  const out = (await asRoot(sbx, script, { DENV_BASELINE: baseline.join(" ") })).trim();
+  const m = /^killed (\d+) (\d+)$/.exec(out);
+  if (!m) throw new DenvError("docker", `${PROVIDER}: stopping the agent said '${out.slice(0, 200)}'`);
+  const survivors = Number(m[2]);
+  if (survivors > 0) throw new DenvError("agent_survived", Protection.agentSurvived(survivors));
+  return { killed: Number(m[1]), survivors };
+}
+
+export interface SandboxGrade {
+  user: SandboxUser;
+  submission: SubmissionEntry[];
+  exitCode: number;
+  timedOut: boolean;
+  log: string;
+  durationMs: number;
+  prepareMs: number;
+  reward: { reward: number; rewards: Record<string, number> } | undefined;
+}
+
+/**
+ * Grades the fork in its own sandbox: the verifier's user resolved (never root, never the agent's
+ * uid), fresh /tests, /logs/verifier and /submission made by root, the submission copied through
+ * the special-file check, the tests put in, the verifier's command run as its user in /tests with
+ * the plan's timeout, and the reward read as that user.
+ *
+ * @throws DenvError `special_file` when a submission path holds one (nothing was run).
+ */
+export async function gradeInSandbox(
+  sbx: E2bSandbox,
+  o: { verifier: VerifierPlan; agentUid: number; testsTar: string | undefined },
+): Promise<SandboxGrade> {
+  const started = Date.now();
+  const v = o.verifier;
+  const user = await resolveSandboxUser(sbx, v.user);
+  if (user.uid === 0 || user.uid === o.agentUid) {
+    throw new DenvError(
+      "invalid_request",
+      ProviderMessages.unsupportedOption(
+        PROVIDER,
+        `verifier user '${v.user}'`,
+        `it is uid ${user.uid} in the sandbox, ${user.uid === 0 ? "root" : "the agent's"}: the verifier runs as a principal of its own`,
+      ),
+    );
+  }
+  const own = [TESTS_DIR, REWARD_DIR].map(shellQuote).join(" ");
+  await asRoot(
+    sbx,
+    [
+      "set -e",
+      `rm -rf -- ${own} ${shellQuote(SUBMISSION_DIR)}`,
+      `mkdir -p -- ${own} ${shellQuote(SUBMISSION_DIR)}`,
+      `chown ${user.uid} -- ${own}`,
+      `chmod 700 -- ${own}`,
+      `chmod 755 -- ${shellQuote(posix.dirname(REWARD_DIR))} ${shellQuote(SUBMISSION_DIR)}`,
+    ].join("; "),
+  );
+  const submission: SubmissionEntry[] = [];
+  for (const path of v.submission) {
+    let tar: Buffer;
+    try {
+      tar = await buffer(await getSandboxFiles(sbx, ROOT, path));
+    } catch (e) {
+      if (e instanceof DenvError && e.code === "not_found") {
+        submission.push({ path, missing: true });
+        continue;
+      }
+      throw e;
+    }
+    const into = posix.join(SUBMISSION_DIR, posix.dirname(posix.normalize(path)));
+    submission.push({ path, ...(await putSandboxFiles(sbx, ROOT, into, tar)) });
+  }
+  if (o.testsTar) await putSandboxFiles(sbx, ROOT, TESTS_DIR, createReadStream(o.testsTar));
+  // Readable by the verifier whatever modes the agent gave; the tests its own and no one else's.
+  await asRoot(
+    sbx,
+    `set -e; chmod -R a+rX -- ${shellQuote(SUBMISSION_DIR)}; chown -R ${user.uid} -- ${shellQuote(TESTS_DIR)}; chmod 700 -- ${shellQuote(TESTS_DIR)}`,
+  );
+  const ready = Date.now();
+  const command = typeof v.command === "string" ? { shell: v.command } : { cmd: [...v.command] };
+  const run = await execInSandbox(sbx, user, TESTS_DIR, {
+    ...command,
+    env: { ...v.environment, REWARD_DIR, SUBMISSION_DIR },
+    timeout: v.timeoutSec,
+  });
+  return {
+    user,
+    submission,
+    exitCode: run.exitCode,
+    timedOut: run.timedOut,
+    log: run.stdout.toString("utf8") + run.stderr.toString("utf8"),
+    durationMs: run.durationMs,
+    prepareMs: ready - started,
+    reward: run.timedOut ? undefined : await readSandboxReward(sbx, user),
+  };
+}
+
+/** reward.json or reward.txt in the reward directory, read as the verifier's user. */
+async function readSandboxReward(sbx: E2bSandbox, user: SandboxUser): Promise<SandboxGrade["reward"]> {
+  const { FileNotFoundError } = await loadE2b();
+  for (const name of REWARD_FILES) {
+    let text: string;
+    try {
+      text = await sbx.files.read(`${REWARD_DIR}/${name}`, { user: user.name });
+    } catch (e) {
+      if (e instanceof FileNotFoundError) continue;
+      throw e;
+    }
+    return parseReward(name, text);
+  }
+  return undefined;
+}
