@@ -1,6 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import os from "node:os";
+import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { TargetMessages } from "@denv/spec";
 import { afterAll, beforeAll, expect, it } from "vitest";
@@ -14,14 +13,14 @@ import { cli, repo, run, type Stack, startStack } from "./stack.js";
  * this machine's engine, reached through the real `e2b` SDK by the bridge the control plane
  * starts): how-to/connect-a-target.md's e2b block runs as written (the API key in E2B_API_KEY,
  * examples/sandbox-hello deployed as one sandbox, exec'd as the agent, the target removed with
- * its bridge); an rl-environment is refused at placement for what E2B lacks, creating nothing.
+ * its bridge, examples/quickstart-single deployed and graded 0 then 1 with the verifier in a fork's
+ * sandbox); a file of two services is refused at placement for what E2B lacks, creating nothing.
  * Contacts only 127.0.0.1 and containers the double made.
  */
 const API_KEY = `e2b_${randomBytes(20).toString("hex")}`;
 
 let stack: Stack;
 let server: E2bServer;
-let dir = "";
 
 beforeAll(async () => {
   [server, stack] = await Promise.all([
@@ -33,13 +32,11 @@ beforeAll(async () => {
     // Targets reconciled every half second: a bridge left by a crashed cp is found at once.
     startStack({ env: { DENV_CP_PROVISION_INTERVAL_MS: "500" } }),
   ]);
-  dir = mkdtempSync(path.join(os.tmpdir(), "denv-e2b-target-"));
 }, 300_000);
 
 afterAll(async () => {
   await stack?.close();
   await server?.close();
-  if (dir) rmSync(dir, { recursive: true, force: true });
 }, 180_000);
 
 it("how-to/connect-a-target.md's e2b block runs as written: the bridge joins, a sandbox runs the example, nothing is left", async () => {
@@ -77,12 +74,18 @@ it("how-to/connect-a-target.md's e2b block runs as written: the bridge joins, a 
   expect(transcript).toContain(
     `$ denv exec hello-sbx/alpha -- cat hello.txt\n${readFileSync(path.join(repo, "examples/sandbox-hello/hello.txt"), "utf8")}`,
   );
+  // The quickstart's shop in one sandbox, graded in a fork's sandbox: 0 untouched, 1 fixed.
+  const rewards = [...transcript.matchAll(/^\$ denv verify shop-sbx\/alpha\nreward +(\S+)\n/gm)].map(
+    (m) => m[1],
+  );
+  expect(rewards, transcript).toEqual(["0", "1"]);
+  expect(transcript).toMatch(/^status +graded$/m);
   expect(server.sandboxes.size).toBe(0);
   const { hosts } = await stack.json<{ hosts: Array<{ target: string }> }>(["hosts", "list"]);
   expect(hosts.filter((h) => h.target === "sbx")).toEqual([]);
 }, 300_000);
 
-it("refuses an rl-environment on E2B at placement, before anything is created", async () => {
+it("refuses a file of two services on E2B at placement, before anything is created", async () => {
   const add = await run(
     process.execPath,
     [cli, "targets", "add", "e2b", "sbx2", `base_url=${server.apiUrl}`, `sandbox_url=${server.sandboxUrl}`],
@@ -96,20 +99,18 @@ it("refuses an rl-environment on E2B at placement, before anything is created", 
     ]);
     return hosts.some((h) => h.target === "sbx2" && h.status === "online");
   });
-  const project = path.join(dir, "graded");
-  cpSync(path.join(repo, "examples/sandbox-hello"), project, { recursive: true });
-  const compose = readFileSync(path.join(project, "compose.yaml"), "utf8");
-  writeFileSync(path.join(project, "compose.yaml"), compose.replace("kind: service", "kind: rl-environment"));
-  expect((await stack.denv(["projects", "create", "graded"])).code).toBe(0);
-  const graded = await stack.denv(["deploy", project, "--project", "graded", "--target", "sbx2"]);
-  expect(graded.code).toBe(1);
-  expect(graded.stderr).toContain(
-    TargetMessages.capabilityMissing(
-      "sbx2",
-      "e2b",
-      "egress_control",
-      "an rl-environment's egress protection needs",
-    ),
+  expect((await stack.denv(["projects", "create", "shop2"])).code).toBe(0);
+  const shop = await stack.denv([
+    "deploy",
+    path.join(repo, "examples/quickstart"),
+    "--project",
+    "shop2",
+    "--target",
+    "sbx2",
+  ]);
+  expect(shop.code).toBe(1);
+  expect(shop.stderr).toContain(
+    TargetMessages.capabilityMissing("sbx2", "e2b", "multi_service", "a file of 2 services needs"),
   );
   expect(server.sandboxes.size).toBe(0);
   expect((await stack.denv(["targets", "rm", "sbx2", "--force"])).code).toBe(0);
