@@ -189,6 +189,11 @@ describe("E2bRuntime on the E2B double", { timeout: 60_000 }, () => {
     const slow = await run({ cmd: ["sleep", "30"], timeout: 1 });
     expect(slow).toMatchObject({ exitCode: 124, timedOut: true });
     expect(slow.durationMs).toBeLessThan(10_000);
+    // What the command moved out of its session (setsid, a double fork) dies with it too.
+    const escaping = await run({ shell: "setsid sh -c 'sleep 4343' & (sleep 4344 &); sleep 30", timeout: 1 });
+    expect(escaping.timedOut).toBe(true);
+    const ps = await run({ shell: "for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f; echo; done" });
+    expect(ps.stdout.toString()).not.toMatch(/sleep 434[34]/);
 
     for (const user of ["root", "0", "0:0", "toor"]) {
       const e = await refusal(run({ cmd: ["id"], user }));

@@ -14,6 +14,32 @@ export function shellQuote(word: string): string {
   return `'${word.replaceAll("'", `'\\''`)}'`;
 }
 
+/** The variable each exec's processes carry, with a value of that exec's own. */
+export const EXEC_TAG = "DENV_EXEC";
+
+/**
+ * Kills, as root, every process whose environment holds the tag, in rounds until none is left
+ * (what forked between a listing and its kill is caught by the next); at most ten rounds.
+ */
+async function killTagged(sbx: E2bSandbox, tag: string): Promise<void> {
+  const script = `want="${EXEC_TAG}=$DENV_KILL"; round=0
+while [ "$round" -lt 10 ]; do
+  found=""
+  for d in /proc/[0-9]*; do
+    [ "\${d#/proc/}" = "$$" ] && continue
+    { tr '\\0' '\\n' < "$d/environ"; } 2>/dev/null | grep -qxF "$want" && found="$found \${d#/proc/}"
+  done
+  [ -z "$found" ] && exit 0
+  kill -9 $found 2>/dev/null; round=$((round + 1)); sleep 0.1
+done
+exit 1`;
+  // What survives ten rounds (or a failed call) is the agent's still: the verify's stop of the
+  // agent kills every process that was not running when the sandbox was ready.
+  await sbx.commands
+    .run(script, { user: "root", cwd: "/", envs: { DENV_KILL: tag }, timeoutMs: 0 })
+    .catch(() => undefined);
+}
+
 /** Keeps the first `limit` bytes of a stream and says whether more came. */
 class Capped {
   private chunks: Buffer[] = [];
@@ -46,8 +72,10 @@ class Capped {
  * What differs from denvd's Docker runtime, by E2B's API: stdin is written to a file in the
  * sandbox (as the user, removed before the command starts) and read from there, so it is
  * whole before the command starts rather than streamed; output arrives as text (envd's stream
- * decoded as UTF-8 by the SDK); a timeout or cancel kills the process envd started, not
- * processes it left in other process groups; there is no back-pressure (`onFlow` is not called).
+ * decoded as UTF-8 by the SDK); a timeout or cancel kills the process envd started, then every
+ * process that carries the exec's tag in its environment (what it forked, `setsid` or not; a
+ * process that cleared its environment is not found, and the verify's stop kills it); there is no
+ * back-pressure (`onFlow` is not called).
  */
 export async function execInSandbox(
   sbx: E2bSandbox,
@@ -77,6 +105,8 @@ export async function execInSandbox(
     await sbx.files.write(file, new Uint8Array(data).buffer, { user: user.name });
     line = `exec <${shellQuote(file)} && rm -f -- ${shellQuote(file)} && ${line}`;
   }
+  // Every process of the command inherits the tag, and a timeout or cancel kills them by it.
+  const tag = randomBytes(8).toString("hex");
   const limit = o.outputLimit ?? DEFAULT_OUTPUT_LIMIT;
   const out = new Capped(limit, o.collect ?? true);
   const err = new Capped(limit, o.collect ?? true);
@@ -84,7 +114,7 @@ export async function execInSandbox(
     background: true,
     user: user.name,
     ...(cwd !== undefined ? { cwd } : {}),
-    ...(o.env ? { envs: o.env } : {}),
+    envs: { ...o.env, [EXEC_TAG]: tag },
     // denvd keeps the time itself (below); envd's own deadline would end the call, not say why.
     timeoutMs: 0,
     onStdout: (text: string) => {
@@ -127,6 +157,7 @@ export async function execInSandbox(
     if (timer) clearTimeout(timer);
     o.signal?.removeEventListener("abort", onAbort);
   }
+  if (timedOut || cancelled) await killTagged(sbx, tag);
   if (timedOut) exitCode = ExitCodes.timedOut;
   else if (cancelled) exitCode = 137;
   return {

@@ -310,6 +310,9 @@ export class E2bServer {
         HostConfig: {
           NetworkMode: this.networks[allowInternetAccess ? "open" : "internal"],
           Init: true,
+          // Root in an E2B sandbox (a VM) has every capability; the engine's default set lacks the
+          // one that reads another user's /proc/PID/environ.
+          CapAdd: ["SYS_PTRACE"],
           ...(rt.cpuCount ? { NanoCpus: rt.cpuCount * 1e9 } : {}),
           ...(rt.memoryMB ? { Memory: rt.memoryMB * 1024 * 1024 } : {}),
         },
