@@ -4,7 +4,8 @@ import { noPhases } from "../../runtime/phase-listener.js";
 import type { VerifyOptions } from "../../runtime/verify-environment.js";
 import type { E2bEnvironmentRecord } from "./e2b-records.js";
 import type { E2bSandbox } from "./e2b-sdk.js";
-import { gradeInSandbox, stopAgentProcesses } from "./sandbox-verify.js";
+import { stopAgentProcesses } from "./sandbox-processes.js";
+import { gradeInSandbox } from "./sandbox-verify.js";
 
 /** What the E2B verify needs of its runtime: the steps of an episode. */
 export interface E2bEpisode {

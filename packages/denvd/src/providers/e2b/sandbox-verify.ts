@@ -1,7 +1,7 @@
 import { createReadStream } from "node:fs";
 import { posix } from "node:path";
 import { buffer } from "node:stream/consumers";
-import { DenvError, Protection, ProviderMessages, type SubmissionEntry, type VerifierPlan } from "@denv/spec";
+import { DenvError, ProviderMessages, type SubmissionEntry, type VerifierPlan } from "@denv/spec";
 import { parseReward, REWARD_DIR, REWARD_FILES } from "../../runtime/reward.js";
 import { SUBMISSION_DIR } from "../../runtime/submission.js";
 import { TESTS_DIR } from "../../runtime/verify-environment.js";
@@ -9,6 +9,7 @@ import { PROVIDER } from "./check-plan.js";
 import { type E2bSandbox, loadE2b } from "./e2b-sdk.js";
 import { execInSandbox, shellQuote } from "./sandbox-exec.js";
 import { getSandboxFiles, putSandboxFiles } from "./sandbox-files.js";
+import { asRoot } from "./sandbox-processes.js";
 import { resolveSandboxUser, type SandboxUser } from "./sandbox-user.js";
 
 /**
@@ -22,70 +23,6 @@ import { resolveSandboxUser, type SandboxUser } from "./sandbox-user.js";
  */
 
 const ROOT: SandboxUser = { name: "root", uid: 0 };
-/** PF_KTHREAD in /proc/PID/stat's flags: kernel threads are nobody's to kill. */
-const PF_KTHREAD = 0x200000;
-
-/**
- * A shell function `procs` listing every process as "pid:start time", but kernel threads, zombies
- * and the listing shell itself (its pid and its children). Start times tell a recycled pid apart.
- */
-const PROCS = `procs() {
-  for d in /proc/[0-9]*; do
-    p=\${d#/proc/}; [ "$p" = "$$" ] && continue
-    { read -r line < "$d/stat"; } 2>/dev/null || continue
-    set -- \${line##*") "}
-    [ "$1" = Z ] || [ "$2" = "$$" ] || [ "$2" = 2 ] || [ "$p" = 2 ] && continue
-    [ $(( $7 & ${PF_KTHREAD} )) -ne 0 ] && continue
-    echo "$p:\${20}"
-  done
-}`;
-
-async function asRoot(sbx: E2bSandbox, script: string, envs: Record<string, string> = {}): Promise<string> {
-  const { CommandExitError } = await loadE2b();
-  try {
-    return (await sbx.commands.run(script, { user: ROOT.name, cwd: "/", envs, timeoutMs: 0 })).stdout;
-  } catch (e) {
-    if (e instanceof CommandExitError)
-      throw new DenvError("docker", `${PROVIDER}: ${e.stderr.trim() || `exit ${e.exitCode}`}`);
-    throw e;
-  }
-}
-
-/** Every process the sandbox runs now: what is not in it later is the agent's. */
-export async function processBaseline(sbx: E2bSandbox): Promise<string[]> {
-  return (await asRoot(sbx, `${PROCS}\nprocs`)).split("\n").filter(Boolean);
-}
-
-/**
- * Protection 2, first step: kills, as root in the sandbox, every process not in the baseline, in
- * rounds until none is left (what forked between a listing and its kill is caught by the next).
- *
- * @throws DenvError `agent_survived` when processes are still there after ten rounds.
- */
-export async function stopAgentProcesses(
-  sbx: E2bSandbox,
-  baseline: readonly string[],
-): Promise<{ killed: number; survivors: number }> {
-  const script = `${PROCS}
-base=" $DENV_BASELINE "; killed=0; round=0
-while :; do
-  found=""; n=0
-  for e in $(procs); do
-    case "$base" in *" $e "*) continue;; esac
-    found="$found \${e%%:*}"; n=$((n + 1))
-  done
-  [ "$n" -eq 0 ] && { echo "killed $killed 0"; exit 0; }
-  [ "$round" -ge 10 ] && { echo "killed $killed $n"; exit 0; }
-  kill -9 $found 2>/dev/null
-  killed=$((killed + n)); round=$((round + 1)); sleep 0.1
-done`;
-  const out = (await asRoot(sbx, script, { DENV_BASELINE: baseline.join(" ") })).trim();
-  const m = /^killed (\d+) (\d+)$/.exec(out);
-  if (!m) throw new DenvError("docker", `${PROVIDER}: stopping the agent said '${out.slice(0, 200)}'`);
-  const survivors = Number(m[2]);
-  if (survivors > 0) throw new DenvError("agent_survived", Protection.agentSurvived(survivors));
-  return { killed: Number(m[1]), survivors };
-}
 
 export interface SandboxGrade {
   user: SandboxUser;
