@@ -41,6 +41,13 @@ const VERBS = {
       "provider-canary": { type: "string", multiple: true },
     },
   },
+  release: {
+    options: {
+      ...common,
+      provider: { type: "string" },
+      "provider-api-url": { type: "string" },
+    },
+  },
   status: { options: common },
   doctor: { options: { ...common, "docker-socket": { type: "string" } } },
 } as const;
@@ -85,6 +92,8 @@ async function main(argv: string[]): Promise<number> {
       return (await import("./commands/join.js")).join(config, out);
     case "run":
       return (await import("./commands/run.js")).run(config, out, log);
+    case "release":
+      return (await import("./commands/release.js")).release(config, out, log);
     case "status":
       return (await import("./commands/status.js")).status(config, out);
     case "doctor":

@@ -80,12 +80,16 @@ it("how-to/connect-a-target.md's e2b block runs as written: the bridge joins, a 
   );
   expect(rewards, transcript).toEqual(["0", "1"]);
   expect(transcript).toMatch(/^status +graded$/m);
+  // Removing the target gave back everything its bridge made at E2B: no sandbox, no snapshot of
+  // the versions, no template.
   expect(server.sandboxes.size).toBe(0);
+  expect(server.snapshots.size).toBe(0);
+  expect(server.templates()).toEqual([]);
   const { hosts } = await stack.json<{ hosts: Array<{ target: string }> }>(["hosts", "list"]);
   expect(hosts.filter((h) => h.target === "sbx")).toEqual([]);
 }, 300_000);
 
-it("refuses a file of two services on E2B at placement, before anything is created", async () => {
+it("refuses a file of two services on E2B at placement, creating nothing; a removal the bridge cannot release (key revoked) keeps the target", async () => {
   const add = await run(
     process.execPath,
     [cli, "targets", "add", "e2b", "sbx2", `base_url=${server.apiUrl}`, `sandbox_url=${server.sandboxUrl}`],
@@ -113,7 +117,17 @@ it("refuses a file of two services on E2B at placement, before anything is creat
     TargetMessages.capabilityMissing("sbx2", "e2b", "multi_service", "a file of 2 services needs"),
   );
   expect(server.sandboxes.size).toBe(0);
-  expect((await stack.denv(["targets", "rm", "sbx2", "--force"])).code).toBe(0);
+  // With the key revoked at E2B the bridge cannot give back what it holds: the target stays,
+  // with the reason; once E2B takes the key again, the removal goes through.
+  server.setApiKey("revoked");
+  const refused = await stack.denv(["targets", "rm", "sbx2", "--force"]);
+  expect(refused.code).toBe(1);
+  expect(refused.stderr).toContain(TargetMessages.removeFailed("sbx2", "bridge sbx2-"));
+  expect(refused.stderr).toContain("Invalid API key");
+  expect((await stack.denv(["targets", "show", "sbx2"])).code).toBe(0);
+  server.setApiKey(API_KEY);
+  const removed = await stack.denv(["targets", "rm", "sbx2", "--force"]);
+  expect(removed.code, removed.stderr).toBe(0);
 }, 300_000);
 
 it("a bridge that a crashed control plane left running is adopted, never started twice", async () => {

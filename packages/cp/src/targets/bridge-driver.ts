@@ -87,7 +87,7 @@ export class BridgeProcesses {
     return {
       list: (labels) => this.list(target, labels, env),
       create: async (req) => this.create(target, req, env),
-      delete: (machine) => this.remove(machine),
+      delete: (machine) => this.remove(machine, env),
     };
   }
 
@@ -157,9 +157,24 @@ export class BridgeProcesses {
     return { providerId: req.machine, machine: req.machine };
   }
 
-  private async remove(machine: string): Promise<void> {
+  /**
+   * Stops the bridge, then has it give back at the provider everything it made (`denvd release`:
+   * sandboxes, snapshots, templates), and only then removes its folder. A release that fails
+   * keeps the folder and throws: the bridge comes back at the next reconcile, holding what it
+   * held, and the removal can be asked again.
+   */
+  private async remove(machine: string, env: Record<string, string>): Promise<void> {
     await this.stop(machine);
-    await rm(join(this.o.dir, machine), { recursive: true, force: true });
+    const dir = join(this.o.dir, machine);
+    const released = await this.denvd(["release", "--state-dir", join(dir, "state")], env);
+    // A plain error: the target service answers it as the target not removed, with this reason.
+    if (released.code !== 0) {
+      throw new Error(
+        `bridge ${machine} could not remove what it holds at the provider: ${released.stderr.trim()}`,
+      );
+    }
+    this.o.log.info("bridge released", { machine });
+    await rm(dir, { recursive: true, force: true });
   }
 
   private start(machine: string, env: Record<string, string>): void {

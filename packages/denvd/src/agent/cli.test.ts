@@ -167,6 +167,13 @@ describe("denvd verbs", () => {
     const keyless = await denvd(["run", "--provider", "e2b", "--state-dir", join(dir, "e")]);
     expect(keyless.code).toBe(2);
     expect(keyless.stderr.trim()).toBe(`denvd: ${DenvdMessages.providerKeyMissing("e2b")}`);
+    // release is a bridge's: refused on a host of denv's own runtime, and without the key.
+    const own = await denvd(["release", "--state-dir", join(dir, "e")]);
+    expect(own.code).toBe(2);
+    expect(own.stderr.trim()).toBe(`denvd: ${DenvdMessages.releaseNeedsProvider()}`);
+    const keylessRelease = await denvd(["release", "--provider", "e2b", "--state-dir", join(dir, "e")]);
+    expect(keylessRelease.code).toBe(2);
+    expect(keylessRelease.stderr.trim()).toBe(`denvd: ${DenvdMessages.providerKeyMissing("e2b")}`);
     const unknown = await denvd(["run", "--provider", "lambda"], { DENVD_PROVIDER_API_KEY: "k" });
     expect(unknown.code).toBe(2);
     expect(unknown.stderr).toContain("--provider / DENVD_PROVIDER");

@@ -52,18 +52,7 @@ export async function run(config: DenvdConfig, out: Output, log: Log): Promise<n
 async function openRuntime(config: DenvdConfig, hostId: string, log: Log): Promise<HostRuntime> {
   const runtimeLog = (line: string) => log("runtime", { line });
   if (config.provider === "e2b") {
-    const { E2bRuntime } = await import("../providers/e2b/e2b-runtime.js");
-    const runtime = await E2bRuntime.open({
-      hostId,
-      stateDir: config.stateDir,
-      connection: {
-        apiKey: config.providerApiKey as string,
-        apiUrl: config.providerApiUrl,
-        sandboxUrl: config.providerSandboxUrl,
-      },
-      egressCanaries: config.providerCanaries.flatMap((c) => parseListen(c) ?? []),
-      log: runtimeLog,
-    });
+    const runtime = await openE2b(config, hostId, runtimeLog);
     log("runtime open", { provider: config.provider });
     return runtime;
   }
@@ -76,4 +65,20 @@ async function openRuntime(config: DenvdConfig, hostId: string, log: Log): Promi
   });
   log("runtime open", { store: engine.host.store.method });
   return new DockerHostRuntime(engine);
+}
+
+/** The bridge's runtime at E2B, on this host's state (its SDK loaded only now). */
+export async function openE2b(config: DenvdConfig, hostId: string, log: (line: string) => void) {
+  const { E2bRuntime } = await import("../providers/e2b/e2b-runtime.js");
+  return E2bRuntime.open({
+    hostId,
+    stateDir: config.stateDir,
+    connection: {
+      apiKey: config.providerApiKey as string,
+      apiUrl: config.providerApiUrl,
+      sandboxUrl: config.providerSandboxUrl,
+    },
+    egressCanaries: config.providerCanaries.flatMap((c) => parseListen(c) ?? []),
+    log,
+  });
 }

@@ -98,3 +98,15 @@ async function sandboxesWith(host: E2bHost, metadata: Record<string, string>) {
   while (pages.hasNext) out.push(...(await pages.nextItems()));
   return out;
 }
+
+/** Deletes a template at E2B (DELETE /templates/{templateID}, which takes its alias too). */
+export async function deleteTemplate(host: E2bHost, alias: string): Promise<void> {
+  const { ApiClient, ConnectionConfig } = await loadE2b();
+  const res = await new ApiClient(new ConnectionConfig(host.api)).api.DELETE("/templates/{templateID}", {
+    params: { path: { templateID: alias } },
+  });
+  // Already gone is what was asked.
+  if (res.error && res.response.status !== 404) {
+    throw new Error(`template ${alias}: ${res.response.status} ${JSON.stringify(res.error)}`);
+  }
+}

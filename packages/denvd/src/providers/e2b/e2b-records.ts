@@ -65,7 +65,19 @@ export class E2bRecords {
     await mkdir(join(dir, "environments"), { recursive: true, mode: 0o700 });
     await mkdir(join(dir, "versions"), { recursive: true, mode: 0o700 });
     await mkdir(join(dir, "tests"), { recursive: true, mode: 0o700 });
+    await mkdir(join(dir, "templates"), { recursive: true, mode: 0o700 });
     return new E2bRecords(dir);
+  }
+
+  /** The templates this host built or used at E2B, by alias: `denvd release` deletes them. */
+  async templates(): Promise<string[]> {
+    return (await this.all<{ alias: string }>("templates")).map((t) => t.alias);
+  }
+  putTemplate(alias: string): Promise<void> {
+    return writeFileAtomic(this.file("templates", alias), JSON.stringify({ alias }));
+  }
+  deleteTemplate(alias: string): Promise<void> {
+    return rm(this.file("templates", alias), { force: true });
   }
 
   /** Where the verifiers' tests are kept, one archive per deploy (named after its command). */

@@ -22,7 +22,7 @@ import type { DeployRequest } from "../../runtime/runtime.js";
 import type { VerifyOptions } from "../../runtime/verify-environment.js";
 import { slug, templatePrefix } from "./build-template.js";
 import { checkPlan, PROVIDER } from "./check-plan.js";
-import { gc as collectGarbage, settle as settleCommand } from "./e2b-cleanup.js";
+import { gc as collectGarbage, deleteTemplate, settle as settleCommand } from "./e2b-cleanup.js";
 import { type E2bHost, provider, unsupported } from "./e2b-host.js";
 import { createEnvironment, type EnvironmentBase, probeEgress } from "./e2b-materialize.js";
 import { type E2bEnvironmentRecord, E2bRecords, type E2bVersionRecord } from "./e2b-records.js";
@@ -157,6 +157,7 @@ export class E2bRuntime implements HostRuntime {
           onLog: (line) => this.host.log(`${id} build: ${line}`),
         }),
       );
+      await this.host.records.putTemplate(template.alias);
       phase.end("build", { digests: { [service.name]: template.alias } });
       // Named after the command, which gc leaves alone while it runs.
       let testsTar: string | undefined;
@@ -374,6 +375,29 @@ export class E2bRuntime implements HostRuntime {
 
   async version(versionId: string): Promise<Version> {
     return hostVersion(this.hostId, await this.requireVersion(versionId));
+  }
+
+  /**
+   * Everything this host holds at E2B removed, for `denvd release` when its target goes: every
+   * environment's sandbox, every version's snapshot, what gc finds, and the templates it built.
+   */
+  async release(): Promise<{ removed: string[] }> {
+    const removed: string[] = [];
+    for (const rec of await this.host.records.environments()) {
+      await this.destroy(rec.id);
+      removed.push(`environment ${rec.id} (sandbox ${rec.sandboxId})`);
+    }
+    for (const v of await this.host.records.versions()) {
+      await this.deleteVersion(v.id);
+      removed.push(`version ${v.id} (snapshot ${v.snapshotId})`);
+    }
+    removed.push(...(await this.gc()).removed);
+    for (const alias of await this.host.records.templates()) {
+      await provider(() => deleteTemplate(this.host, alias));
+      await this.host.records.deleteTemplate(alias);
+      removed.push(`template ${alias}`);
+    }
+    return { removed };
   }
 
   /** Removes what carries this host's id and no record owns (e2b-cleanup.ts). */

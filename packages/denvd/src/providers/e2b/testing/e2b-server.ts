@@ -243,6 +243,16 @@ export class E2bServer {
     }
   }
 
+  /** Replaces the API key the server takes (the old one is refused from now on: a revoked key). */
+  setApiKey(key: string): void {
+    this.opts.apiKey = key;
+  }
+
+  /** The names of the templates built on this server and not deleted. */
+  templates(): string[] {
+    return this.builds.names();
+  }
+
   private created(sb: FakeSandbox): object {
     return {
       sandboxID: sb.sandboxID,

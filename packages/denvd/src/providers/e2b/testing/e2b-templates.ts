@@ -207,6 +207,11 @@ export class TemplateBuilds {
     return { templateID: t.templateID, public: false };
   }
 
+  /** The names of the templates built here and not deleted. */
+  names(): string[] {
+    return [...this.templates.values()].map((t) => t.name).sort();
+  }
+
   /**
    * The runtime of a built template, by id or name with an optional `:tag` ("default" if none);
    * undefined if no template has that id or name.
