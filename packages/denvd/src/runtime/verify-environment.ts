@@ -11,6 +11,7 @@ import { noPhases, type PhaseListener } from "./phase-listener.js";
 import { resolveIds } from "./principals.js";
 import { REWARD_DIR, readReward } from "./reward.js";
 import { collectSubmission, SUBMISSION_DIR, type Submission } from "./submission.js";
+import { checkSmokeVersion, noVerifier, refusedSubmission, ungradedMessage } from "./verify-results.js";
 
 /**
  * Protection 2: grading as a separate principal, after the agent stops, on a fork. The
@@ -58,12 +59,7 @@ export async function verifyEnvironment(
   const rec = await episode.environment(envId);
   const vplan = rec.plan.verifier;
   const verifierImage = rec.verifierImage;
-  if (!vplan || !verifierImage) {
-    throw new DenvError(
-      "invalid_request",
-      `environment ${envId} declares no verifier: add x-denv.verifier to its compose file`,
-    );
-  }
+  if (!vplan || !verifierImage) throw noVerifier(envId);
   const command = opts.command ?? `verify-${randomBytes(4).toString("hex")}`;
   const t0 = Date.now();
   let agent: { killed: number; survivors: number } | undefined;
@@ -71,11 +67,7 @@ export async function verifyEnvironment(
   let tStopped = t0;
   if (opts.smokeVersion !== undefined) {
     version = await episode.version(opts.smokeVersion);
-    if (version.project !== rec.project)
-      throw new DenvError(
-        "invalid_request",
-        `version ${version.id} is not of project ${rec.project}: a smoke verify grades a version of its own project`,
-      );
+    checkSmokeVersion(version, rec.project);
   } else {
     phase.start("stop agent");
     agent = await episode.stopAgent(envId);
@@ -126,27 +118,7 @@ export async function verifyEnvironment(
       );
     } catch (err) {
       if (!(err instanceof DenvError && err.code === "special_file")) throw err;
-      return {
-        status: "refused",
-        reward: 0,
-        rewards: {},
-        message: err.message,
-        log: "",
-        ...outcome,
-        evidence: {
-          ...episodeEvidence,
-          submission: [],
-          verifier: {
-            container_id: "",
-            image: "",
-            user: vplan.user,
-            exit_code: null,
-            timed_out: false,
-            duration_ms: 0,
-          },
-          timings: { total_ms: Date.now() - t0 },
-        },
-      };
+      return refusedSubmission(err, vplan, outcome, episodeEvidence, Date.now() - t0);
     }
     // Egress by phase: the tests may fetch from the host's mirrors while they run, nothing else.
     if (vplan.egress === "mirrors")
@@ -192,9 +164,7 @@ export async function verifyEnvironment(
       },
     };
     if (!reward) {
-      const message = run.timedOut
-        ? `the verifier did not finish within ${vplan.timeoutSec} s`
-        : `the verifier exited ${run.exitCode} without writing ${REWARD_DIR}/reward.json or reward.txt`;
+      const message = ungradedMessage(run, vplan.timeoutSec);
       return { status: "failed", reward: 0, rewards: {}, message, log: run.log, ...outcome, evidence };
     }
     return { status: "graded", ...reward, log: run.log, ...outcome, evidence };

@@ -2,6 +2,12 @@ import { randomBytes } from "node:crypto";
 import { DenvError, type HostEnvironment, type HostVerifyResult, type Version } from "@denv/spec";
 import { noPhases } from "../../runtime/phase-listener.js";
 import type { VerifyOptions } from "../../runtime/verify-environment.js";
+import {
+  checkSmokeVersion,
+  noVerifier,
+  refusedSubmission,
+  ungradedMessage,
+} from "../../runtime/verify-results.js";
 import type { E2bEnvironmentRecord } from "./e2b-records.js";
 import type { E2bSandbox } from "./e2b-sdk.js";
 import { stopAgentProcesses } from "./sandbox-processes.js";
@@ -30,12 +36,7 @@ export async function verifyOnE2b(
   const phase = opts.onPhase ?? noPhases;
   const { rec, sbx } = await episode.environment(envId);
   const vplan = rec.plan.verifier;
-  if (!vplan) {
-    throw new DenvError(
-      "invalid_request",
-      `environment ${envId} declares no verifier: add x-denv.verifier to its compose file`,
-    );
-  }
+  if (!vplan) throw noVerifier(envId);
   const command = opts.command ?? `verify-${randomBytes(4).toString("hex")}`;
   const t0 = Date.now();
   let agent: { killed: number; survivors: number } | undefined;
@@ -43,11 +44,7 @@ export async function verifyOnE2b(
   let tStopped = t0;
   if (opts.smokeVersion !== undefined) {
     version = await episode.version(opts.smokeVersion);
-    if (version.project !== rec.project)
-      throw new DenvError(
-        "invalid_request",
-        `version ${version.id} is not of project ${rec.project}: a smoke verify grades a version of its own project`,
-      );
+    checkSmokeVersion(version, rec.project);
     phase.start("fork");
   } else {
     phase.start("stop agent");
@@ -87,27 +84,7 @@ export async function verifyOnE2b(
       });
     } catch (err) {
       if (!(err instanceof DenvError && err.code === "special_file")) throw err;
-      return {
-        status: "refused",
-        reward: 0,
-        rewards: {},
-        message: err.message,
-        log: "",
-        ...outcome,
-        evidence: {
-          ...episodeEvidence,
-          submission: [],
-          verifier: {
-            container_id: "",
-            image: "",
-            user: vplan.user,
-            exit_code: null,
-            timed_out: false,
-            duration_ms: 0,
-          },
-          timings: { total_ms: Date.now() - t0 },
-        },
-      };
+      return refusedSubmission(err, vplan, outcome, episodeEvidence, Date.now() - t0);
     }
     const verifier = {
       container_id: forked.rec.sandboxId,
@@ -133,9 +110,7 @@ export async function verifyOnE2b(
       },
     };
     if (!grade.reward) {
-      const message = grade.timedOut
-        ? `the verifier did not finish within ${vplan.timeoutSec} s`
-        : `the verifier exited ${grade.exitCode} without writing /logs/verifier/reward.json or reward.txt`;
+      const message = ungradedMessage(grade, vplan.timeoutSec);
       return { status: "failed", reward: 0, rewards: {}, message, log: grade.log, ...outcome, evidence };
     }
     return { status: "graded", ...grade.reward, log: grade.log, ...outcome, evidence };
