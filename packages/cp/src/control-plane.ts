@@ -225,9 +225,9 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
   }
   const address = app.fastify.server.address();
   const actualPort = typeof address === "object" && address ? address.port : port;
-  const url = `http://${host.includes(":") && !host.startsWith("[") ? `[${host}]` : host}:${actualPort}`;
+  const url = `http://${urlHost(host)}:${actualPort}`;
   if (!config.publicUrl) services.publicUrl = url;
-  localUrl = `http://${host === "0.0.0.0" || host === "" ? "127.0.0.1" : host === "::" ? "[::1]" : host.includes(":") && !host.startsWith("[") ? `[${host}]` : host}:${actualPort}`;
+  localUrl = `http://${urlHost(loopbackFor(host))}:${actualPort}`;
 
   await removeStaleSpools(spoolDir, store);
   // Check runs first, so that the resumed deployments' phases reach them.
@@ -314,4 +314,16 @@ async function removeStaleSpools(dir: string, store: Services["store"]): Promise
   for (const n of names) {
     if (!open.has(n.replace(/\.(tar|upload)$/, ""))) await rm(join(dir, n), { force: true });
   }
+}
+
+/** A listen address as a URL's host: an IPv6 address in brackets. */
+function urlHost(host: string): string {
+  return host.includes(":") && !host.startsWith("[") ? `[${host}]` : host;
+}
+
+/** Where a process on this machine reaches a listener on `host`: loopback for the wildcards. */
+function loopbackFor(host: string): string {
+  if (host === "0.0.0.0" || host === "") return "127.0.0.1";
+  if (host === "::") return "::1";
+  return host;
 }
