@@ -80,6 +80,9 @@ it("how-to/connect-a-target.md's e2b block runs as written: the bridge joins, a 
   );
   expect(rewards, transcript).toEqual(["0", "1"]);
   expect(transcript).toMatch(/^status +graded$/m);
+  // A sandbox of the project: a fork in a sandbox of its own (left for the target's removal).
+  expect(transcript).toMatch(/^\$ denv sandboxes create shop-sbx --ttl 600\nid +shop-sbx\/sbx-[a-z0-9]+\n/m);
+  expect(transcript).toContain("pool: miss");
   // Removing the target gave back everything its bridge made at E2B: no sandbox, no snapshot of
   // the versions, no template.
   expect(server.sandboxes.size).toBe(0);
