@@ -5,6 +5,12 @@ import { DenvError, type ServicePlan } from "@denv/spec";
 import { type E2bConnection, loadE2b, sdkOptions } from "./e2b-sdk.js";
 import { shellQuote } from "./sandbox-exec.js";
 
+/** What a template is built from: a service's build or image, caps, and command. */
+export type TemplateSource = Pick<
+  ServicePlan,
+  "name" | "build" | "image" | "resources" | "command" | "healthcheck"
+>;
+
 /** The agent service's template: its alias, and whether this deploy built it. */
 export interface BuiltTemplate {
   alias: string;
@@ -27,7 +33,8 @@ export async function buildTemplate(
     hostId: string;
     project: string;
     projectDir: string;
-    service: ServicePlan;
+    /** The agent service, or the verifier as one (its build or image, and its caps). */
+    service: TemplateSource;
     onLog?: (line: string) => void;
   },
 ): Promise<BuiltTemplate> {
@@ -76,7 +83,7 @@ export async function buildTemplate(
  * E2B runs until it exits 0 (`true` without one): each a line for a shell, exec form quoted word by
  * word.
  */
-export function startCommands(svc: ServicePlan): { startCmd: string; readyCmd: string } | undefined {
+export function startCommands(svc: TemplateSource): { startCmd: string; readyCmd: string } | undefined {
   if (svc.command === undefined) return undefined;
   const line = (c: string | readonly string[]) => (typeof c === "string" ? c : c.map(shellQuote).join(" "));
   const [form, ...test] = svc.healthcheck?.test ?? ["NONE"];

@@ -11,7 +11,8 @@ const DEFAULT_DNS_OPT = ["timeout:1", "attempts:1"];
  * asks of several services, of volumes, of the engine's container options or of denv's own
  * sandboxes is refused rather than dropped. The service's `command` becomes the template's start
  * command and its healthcheck that command's ready check (E2B runs both once at build time and
- * snapshots the running sandbox); the verifier runs in the fork's own sandbox (checkVerifier).
+ * snapshots the running sandbox); the verifier runs in the fork's sandbox, or in one of its own
+ * when it reads only files (checkVerifier).
  *
  * @throws DenvError `invalid_request` (a capability E2B lacks) or `invalid_compose` (a key this
  *   runtime does not carry over).
@@ -100,9 +101,11 @@ export function checkPlan(plan: Plan): ServicePlan {
 }
 
 /**
- * The verifier on E2B runs in the fork's sandbox as its own user (sandboxes share no network, so a
- * verifier of its own could not reach the fork's services): its image must be the agent service's
- * (the same build or image), and it cannot go without services or through denvd's mirror proxy.
+ * The verifier on E2B. One that needs the fork's services runs in the fork's sandbox as its own
+ * user (sandboxes share no network, so a sandbox of its own could not reach them): its image must
+ * be the agent service's (the same build or image). One that reads only files
+ * (`services: false`) runs in a sandbox of its own from a template of its own image. Neither can
+ * go through denvd's mirror proxy.
  */
 function checkVerifier(v: VerifierPlan, service: ServicePlan): void {
   const lacks = (capability: string, why: string): never => {
@@ -113,16 +116,16 @@ function checkVerifier(v: VerifierPlan, service: ServicePlan): void {
     service.build !== undefined &&
     JSON.stringify(v.build) === JSON.stringify(service.build);
   const sameImage = v.build === undefined && service.build === undefined && v.image === service.image;
-  if (!sameBuild && !sameImage) {
+  if (v.services !== false && !sameBuild && !sameImage) {
     lacks(
       "a verifier container of its own",
-      `x-denv.verifier with an image other than service '${service.name}''s needs (the verifier runs in the fork's sandbox: build it as the service is built)`,
+      `x-denv.verifier with an image other than service '${service.name}''s needs while it reaches the services (the verifier runs in the fork's sandbox: build it as the service is built, or set services: false)`,
     );
   }
-  if (v.services === false)
+  if (v.build !== undefined && (Object.keys(v.build.args).length > 0 || v.build.target !== undefined))
     lacks(
-      "a fork without services",
-      "x-denv.verifier.services: false needs (a sandbox runs from its creation)",
+      "build arguments and targets",
+      "x-denv.verifier.build.args or .target needs (E2B's template builder builds the whole Dockerfile, without arguments)",
     );
   if (v.egress === "mirrors")
     lacks(

@@ -19,6 +19,7 @@ export interface EnvironmentBase {
   /** The template's alias (a deploy) or the version id (a fork). */
   image: string;
   testsTar: string | undefined;
+  verifierTemplate: string | undefined;
 }
 
 /**
@@ -81,10 +82,11 @@ export async function createEnvironment(
     }
     const baseline = await provider(() => processBaseline(made));
     const done = Date.now();
-    const { testsTar, ...named } = base;
+    const { testsTar, verifierTemplate, ...named } = base;
     const rec: E2bEnvironmentRecord = {
       ...named,
       ...(testsTar ? { testsTar } : {}),
+      ...(verifierTemplate ? { verifierTemplate } : {}),
       sandboxId: made.sandboxId,
       templateId: info.templateId,
       agent: plan.agent,
@@ -119,4 +121,44 @@ export function probeEgress(
 ): Promise<EgressProbe> {
   if (host.canaries.length === 0) throw new DenvError("conflict", ProviderMessages.noCanary(PROVIDER));
   return provider(() => probeSandboxEgress(sbx, agent, service, host.canaries));
+}
+
+/**
+ * A sandbox of the verifier's own template for an environment (a verify's fork), labelled as the
+ * environment's verifier and created without internet access; gc leaves it alone until
+ * `release` kills it.
+ */
+export async function createVerifierSandbox(
+  host: E2bHost,
+  rec: E2bEnvironmentRecord,
+  command: string,
+): Promise<{ sbx: E2bSandbox; template: string; release(): Promise<void> }> {
+  const template = rec.verifierTemplate;
+  if (!template) throw new DenvError("conflict", `environment ${rec.id} has no verifier template`);
+  const { Sandbox } = await loadE2b();
+  const own = `${command}-verifier`;
+  host.inFlight.add(own);
+  try {
+    const sbx = await provider(() =>
+      Sandbox.create(template, {
+        ...host.api,
+        metadata: labelsFor({
+          host: host.hostId,
+          project: rec.project,
+          environment: rec.id,
+          role: "verifier",
+          command: own,
+        }),
+        allowInternetAccess: false,
+        timeoutMs: host.timeoutMs,
+      }),
+    );
+    const release = async () => {
+      await provider(() => sbx.kill()).finally(() => host.inFlight.delete(own));
+    };
+    return { sbx, template, release };
+  } catch (err) {
+    host.inFlight.delete(own);
+    throw err;
+  }
 }

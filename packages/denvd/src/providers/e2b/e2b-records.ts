@@ -34,6 +34,8 @@ export interface E2bEnvironmentRecord {
   baseline: string[];
   /** The verifier's tests, packed at deploy and kept on this host only (never in a sandbox). */
   testsTar?: string;
+  /** The verifier's own template (x-denv.verifier.services: false): its sandbox is made from it. */
+  verifierTemplate?: string;
   createdAt: string;
 }
 
@@ -53,6 +55,7 @@ export interface E2bVersionRecord {
   allowInternetAccess: boolean;
   command: string;
   testsTar?: string;
+  verifierTemplate?: string;
   timings: { snapshot_ms: number; total_ms: number };
   createdAt: string;
 }

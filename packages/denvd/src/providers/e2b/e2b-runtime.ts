@@ -24,7 +24,12 @@ import { slug, templatePrefix } from "./build-template.js";
 import { checkPlan, PROVIDER } from "./check-plan.js";
 import { gc as collectGarbage, deleteTemplate, settle as settleCommand } from "./e2b-cleanup.js";
 import { type E2bHost, provider, unsupported } from "./e2b-host.js";
-import { createEnvironment, type EnvironmentBase, probeEgress } from "./e2b-materialize.js";
+import {
+  createEnvironment,
+  createVerifierSandbox,
+  type EnvironmentBase,
+  probeEgress,
+} from "./e2b-materialize.js";
 import { type E2bEnvironmentRecord, E2bRecords, type E2bVersionRecord } from "./e2b-records.js";
 import { hostEnvironment, hostVersion } from "./e2b-reports.js";
 import { type E2bConnection, type E2bSandbox, loadE2b, sdkOptions } from "./e2b-sdk.js";
@@ -160,7 +165,28 @@ export class E2bRuntime implements HostRuntime {
         }),
       );
       await this.host.records.putTemplate(template.alias);
-      phase.end("build", { digests: { [service.name]: template.alias } });
+      // A verifier that reads only files gets a sandbox of its own, from a template of its image.
+      const vplan = plan.verifier;
+      let verifierTemplate: string | undefined;
+      if (vplan?.services === false) {
+        const built = await provider(() =>
+          buildTemplate(this.o.connection, {
+            hostId: this.hostId,
+            project,
+            projectDir,
+            service: { name: "verifier", build: vplan.build, image: vplan.image, resources: vplan.resources },
+            onLog: (line) => this.host.log(`${id} verifier build: ${line}`),
+          }),
+        );
+        await this.host.records.putTemplate(built.alias);
+        verifierTemplate = built.alias;
+      }
+      phase.end("build", {
+        digests: {
+          [service.name]: template.alias,
+          ...(verifierTemplate ? { verifier: verifierTemplate } : {}),
+        },
+      });
       // Named after the command, which gc leaves alone while it runs.
       let testsTar: string | undefined;
       this.host.inFlight.add(command);
@@ -170,7 +196,7 @@ export class E2bRuntime implements HostRuntime {
           await tarDirectory(join(projectDir, plan.verifier.tests), testsTar);
         }
         return await this.materialize(
-          { id, project, name, plan, command, image: template.alias, testsTar },
+          { id, project, name, plan, command, image: template.alias, testsTar, verifierTemplate },
           template.alias,
           undefined,
           phase,
@@ -213,6 +239,7 @@ export class E2bRuntime implements HostRuntime {
           command,
           image: version.id,
           testsTar: version.testsTar,
+          verifierTemplate: version.verifierTemplate,
         },
         version.snapshotId,
         version,
@@ -299,6 +326,7 @@ export class E2bRuntime implements HostRuntime {
         allowInternetAccess: rec.allowInternetAccess,
         command,
         ...(rec.testsTar ? { testsTar: rec.testsTar } : {}),
+        ...(rec.verifierTemplate ? { verifierTemplate: rec.verifierTemplate } : {}),
         timings: { snapshot_ms: took, total_ms: Date.now() - started },
         createdAt: new Date(started).toISOString(),
       };
@@ -346,6 +374,8 @@ export class E2bRuntime implements HostRuntime {
         version: (id) => this.version(id),
         fork: (id, o) => this.fork(id, o),
         destroy: (id) => this.destroy(id),
+        verifierSandbox: async (id, command) =>
+          createVerifierSandbox(this.host, await this.requireEnvironment(id), command),
       },
       envId,
       opts,

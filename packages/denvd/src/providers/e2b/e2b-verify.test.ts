@@ -152,6 +152,41 @@ describe("verify on E2B", { timeout: 60_000 }, () => {
     }
   });
 
+  it("runs a verifier that reads only files (services: false) in a sandbox of its own, from its own image", async () => {
+    const p = await project(
+      "files",
+      compose(VERIFIER.replace("build: .", "build: ./verifier").concat("\n    services: false")),
+    );
+    await mkdir(join(p, "verifier"));
+    await writeFile(
+      join(p, "verifier", "Dockerfile"),
+      "FROM debian:bookworm-slim\nRUN useradd --uid 1001 --no-create-home verifier && echo own > /etc/verifier-image\n",
+    );
+    // Its own image: the mark is there; its own sandbox: the fork's service is not.
+    await writeFile(
+      join(p, "tests", "grade.sh"),
+      GRADE.replace(
+        "\\\"left\\\": $(seen 'sleep 424[2]')",
+        '\\"mark\\": $(test -f /etc/verifier-image && echo 1 || echo 0)',
+      ),
+    );
+    const env = await rt.deploy({ project: "files", projectDir: p });
+    const sandboxes = server.sandboxes.size;
+    try {
+      await rt.exec(env.id, { shell: "echo 42 > answer.txt" });
+      const r = await rt.verify(env.id);
+      expect(r.status, r.log).toBe("graded");
+      expect(r.rewards).toEqual({ reward: 1, uid: 1001, service: 0, mark: 1 });
+      expect(r.evidence.verifier.isolation).toMatch(
+        /^e2b: a sandbox of its own \S+ from the verifier's template, as uid 1001 \(verifier\), without internet access$/,
+      );
+      expect(r.evidence.verifier.container_id).not.toBe(env.services[0]?.container_id);
+      expect(server.sandboxes.size).toBe(sandboxes);
+    } finally {
+      await rt.destroy(env.id);
+    }
+  });
+
   it("refuses a submission that is a link out of it, with protection 3's message: reward 0, nothing run", async () => {
     await agentSh("rm answer.txt && ln -s /tests/grade.sh answer.txt");
     const r = await rt.verify(ENV);
@@ -170,15 +205,7 @@ describe("verify on E2B", { timeout: 60_000 }, () => {
         ProviderMessages.lacks(
           "E2B",
           "a verifier container of its own",
-          "x-denv.verifier with an image other than service 'main''s needs (the verifier runs in the fork's sandbox: build it as the service is built)",
-        ),
-      ],
-      [
-        `${VERIFIER}\n    services: false`,
-        ProviderMessages.lacks(
-          "E2B",
-          "a fork without services",
-          "x-denv.verifier.services: false needs (a sandbox runs from its creation)",
+          "x-denv.verifier with an image other than service 'main''s needs while it reaches the services (the verifier runs in the fork's sandbox: build it as the service is built, or set services: false)",
         ),
       ],
     ];

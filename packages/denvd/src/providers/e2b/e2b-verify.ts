@@ -11,7 +11,7 @@ import {
 import type { E2bEnvironmentRecord } from "./e2b-records.js";
 import type { E2bSandbox } from "./e2b-sdk.js";
 import { stopAgentProcesses } from "./sandbox-processes.js";
-import { gradeInSandbox } from "./sandbox-verify.js";
+import { collectSubmission, gradeInSandbox, type SandboxGrade } from "./sandbox-verify.js";
 
 /** What the E2B verify needs of its runtime: the steps of an episode. */
 export interface E2bEpisode {
@@ -20,6 +20,14 @@ export interface E2bEpisode {
   version(versionId: string): Promise<Version>;
   fork(versionId: string, opts: { name: string; command: string }): Promise<HostEnvironment>;
   destroy(envId: string): Promise<void>;
+  /**
+   * A sandbox of the verifier's own template for a fork (x-denv.verifier.services: false), without
+   * internet access; `release` kills it.
+   */
+  verifierSandbox(
+    forkId: string,
+    command: string,
+  ): Promise<{ sbx: E2bSandbox; template: string; release(): Promise<void> }>;
 }
 
 /**
@@ -72,28 +80,37 @@ export async function verifyOnE2b(
     fork: { environment: fork.id, probe: fork.evidence.probe },
   };
   const outcome = { version: version.id, fork: fork.id, snapshot: version };
+  let own: { sbx: E2bSandbox; template: string; release(): Promise<void> } | undefined;
   try {
     phase.start("run verifier");
     const forked = await episode.environment(fork.id);
-    let grade: Awaited<ReturnType<typeof gradeInSandbox>>;
+    let grade: SandboxGrade;
     try {
-      grade = await gradeInSandbox(forked.sbx, {
+      const submission = await collectSubmission(forked.sbx, vplan.submission);
+      // A verifier that reads only files gets a sandbox of its own; one that reaches the
+      // services shares the fork's, as a uid of its own.
+      if (vplan.services === false) own = await episode.verifierSandbox(fork.id, command);
+      grade = await gradeInSandbox(own?.sbx ?? forked.sbx, {
         verifier: vplan,
-        agentUid: forked.rec.agentUid,
+        agentUid: own ? undefined : forked.rec.agentUid,
         testsTar: forked.rec.testsTar,
+        submission,
       });
     } catch (err) {
       if (!(err instanceof DenvError && err.code === "special_file")) throw err;
       return refusedSubmission(err, vplan, outcome, episodeEvidence, Date.now() - t0);
     }
+    const as = `as uid ${grade.user.uid} (${grade.user.name})`;
     const verifier = {
-      container_id: forked.rec.sandboxId,
-      image: forked.rec.templateId,
+      container_id: own?.sbx.sandboxId ?? forked.rec.sandboxId,
+      image: own?.template ?? forked.rec.templateId,
       user: vplan.user,
       exit_code: grade.timedOut ? null : grade.exitCode,
       timed_out: grade.timedOut,
       duration_ms: grade.durationMs,
-      isolation: `e2b: the fork's sandbox ${forked.rec.sandboxId}, as uid ${grade.user.uid} (${grade.user.name}); /tests and /logs/verifier are that uid's alone`,
+      isolation: own
+        ? `e2b: a sandbox of its own ${own.sbx.sandboxId} from the verifier's template, ${as}, without internet access`
+        : `e2b: the fork's sandbox ${forked.rec.sandboxId}, ${as}; /tests and /logs/verifier are that uid's alone`,
     };
     phase.end("run verifier", verifier, "collect");
     phase.end("collect", { reward: grade.reward?.reward ?? null });
@@ -117,6 +134,10 @@ export async function verifyOnE2b(
   } finally {
     phase.start("clean up");
     const removed: string[] = [];
+    if (own) {
+      await own.release();
+      removed.push(`verifier sandbox ${own.sbx.sandboxId}`);
+    }
     if (!opts.keepFork) {
       await episode.destroy(fork.id);
       removed.push(`fork ${fork.id}`);

@@ -35,17 +35,50 @@ export interface SandboxGrade {
   reward: { reward: number; rewards: Record<string, number> } | undefined;
 }
 
+/** The submission paths read out of the fork and checked (protection 3), before any is placed. */
+export type CollectedSubmission = Array<
+  { path: string; missing: true } | { path: string; into: string; tar: Buffer }
+>;
+
 /**
- * Grades the fork in its own sandbox: the verifier's user resolved (never root, never the agent's
- * uid), fresh /tests, /logs/verifier and /submission made by root, the submission copied through
- * the special-file check, the tests put in, the verifier's command run as its user in /tests with
- * the plan's timeout, and the reward read as that user.
+ * Reads each submission path out of the fork's sandbox as root, through the special-file check,
+ * into an archive held here; a path that is not there is reported missing.
  *
- * @throws DenvError `special_file` when a submission path holds one (nothing was run).
+ * @throws DenvError `special_file` when a path holds one (nothing was placed).
+ */
+export async function collectSubmission(
+  sbx: E2bSandbox,
+  paths: readonly string[],
+): Promise<CollectedSubmission> {
+  const out: CollectedSubmission = [];
+  for (const path of paths) {
+    try {
+      const tar = await buffer(await getSandboxFiles(sbx, ROOT, path));
+      out.push({ path, into: posix.join(SUBMISSION_DIR, posix.dirname(posix.normalize(path))), tar });
+    } catch (e) {
+      if (!(e instanceof DenvError && e.code === "not_found")) throw e;
+      out.push({ path, missing: true });
+    }
+  }
+  return out;
+}
+
+/**
+ * Grades in `sbx` (the fork's sandbox, or the verifier's own): the verifier's user resolved
+ * (never root, never the agent's uid when they share the sandbox), fresh /tests, /logs/verifier
+ * and /submission made by root, the collected submission placed (checked again on the way in),
+ * the tests put in, the verifier's command run as its user in /tests with the plan's timeout, and
+ * the reward read as that user.
  */
 export async function gradeInSandbox(
   sbx: E2bSandbox,
-  o: { verifier: VerifierPlan; agentUid: number; testsTar: string | undefined },
+  o: {
+    verifier: VerifierPlan;
+    /** The agent's uid when the verifier shares its sandbox. */
+    agentUid: number | undefined;
+    testsTar: string | undefined;
+    submission: CollectedSubmission;
+  },
 ): Promise<SandboxGrade> {
   const started = Date.now();
   const v = o.verifier;
@@ -73,19 +106,10 @@ export async function gradeInSandbox(
     ].join("; "),
   );
   const submission: SubmissionEntry[] = [];
-  for (const path of v.submission) {
-    let tar: Buffer;
-    try {
-      tar = await buffer(await getSandboxFiles(sbx, ROOT, path));
-    } catch (e) {
-      if (e instanceof DenvError && e.code === "not_found") {
-        submission.push({ path, missing: true });
-        continue;
-      }
-      throw e;
-    }
-    const into = posix.join(SUBMISSION_DIR, posix.dirname(posix.normalize(path)));
-    submission.push({ path, ...(await putSandboxFiles(sbx, ROOT, into, tar)) });
+  for (const a of o.submission) {
+    submission.push(
+      "missing" in a ? a : { path: a.path, ...(await putSandboxFiles(sbx, ROOT, a.into, a.tar)) },
+    );
   }
   if (o.testsTar) await putSandboxFiles(sbx, ROOT, TESTS_DIR, createReadStream(o.testsTar));
   // Readable by the verifier whatever modes the agent gave; the tests its own and no one else's.
