@@ -33,8 +33,9 @@ export interface E2bEpisode {
 /**
  * Protection 2 on E2B: the agent's processes killed in the episode's sandbox, an E2B snapshot of
  * it, a fork (a new sandbox from the snapshot, probed as every sandbox is), and the verifier run
- * in the fork's sandbox as its own uid (sandbox-verify.ts says what that isolates and what not).
- * The result has denvd's own runtime's shape; `verifier.isolation` says where the verifier ran.
+ * in the fork's sandbox as its own uid, or, when it reads only files, in a sandbox of its own
+ * (sandbox-verify.ts says what each isolates and what not). The result has denvd's own runtime's
+ * shape; `verifier.isolation` says where the verifier ran.
  */
 export async function verifyOnE2b(
   episode: E2bEpisode,

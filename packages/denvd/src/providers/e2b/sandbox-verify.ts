@@ -13,13 +13,14 @@ import { asRoot } from "./sandbox-processes.js";
 import { resolveSandboxUser, type SandboxUser } from "./sandbox-user.js";
 
 /**
- * Protection 2 in one E2B sandbox. E2B sandboxes share no network, so the verifier cannot have a
- * sandbox of its own and still reach the fork's services: it runs in the fork's sandbox, as its
- * own uid, after the agent's processes were killed in the episode's sandbox (before the snapshot):
- * the tests and the reward directory are that uid's alone (mode 0700), the submission is copied
- * through the special-file check into /submission (root's, readable). The services of the fork
- * keep running as they did in the episode. What this does not give, and denvd's own runtime
- * does: an image of the verifier's own, a kernel and /tmp not shared with the services.
+ * Protection 2 in E2B sandboxes. They share no network, so a verifier that reaches the fork's
+ * services runs in the fork's sandbox, as its own uid, after the agent's processes were killed in
+ * the episode's sandbox (before the snapshot): the tests and the reward directory are that uid's
+ * alone (mode 0700), the submission is copied through the special-file check into /submission
+ * (root's, readable), and the fork's services keep running as they did in the episode. What this
+ * does not give, and denvd's own runtime does: an image of the verifier's own, a kernel and /tmp
+ * not shared with the services. A verifier that reads only files gets all of that: a sandbox of
+ * its own from its own template, where the same steps place the submission and the tests.
  */
 
 const ROOT: SandboxUser = { name: "root", uid: 0 };
