@@ -1,6 +1,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { basename, join, resolve, sep } from "node:path";
-import { DenvError, type Plan, validateCompose } from "@denv/spec";
+import { DenvError, type Plan, type ProjectKind, validateCompose } from "@denv/spec";
+import { HostRefusals } from "@denv/spec/messages";
 
 /** The file names Docker Compose looks for, in its order. */
 export const COMPOSE_NAMES = ["compose.yaml", "compose.yml", "docker-compose.yaml", "docker-compose.yml"];
@@ -53,4 +54,27 @@ export function loadPlan(
     );
   }
   return { plan: result.plan, notes: result.notes };
+}
+
+/**
+ * The plan a deploy asks for (given, or read from the project folder), refused when the file asks
+ * for another kind than the one the project's admin set: the first step of every runtime's deploy.
+ */
+export function deployPlan(
+  project: string,
+  projectDir: string,
+  req: {
+    plan?: Plan | undefined;
+    composeFile?: string | undefined;
+    env?: Record<string, string | undefined> | undefined;
+    kind?: ProjectKind | undefined;
+  },
+): Plan {
+  const plan =
+    req.plan ??
+    loadPlan(projectDir, { projectName: project, composeFile: req.composeFile, env: req.env }).plan;
+  if (req.kind !== undefined && plan.kind !== req.kind) {
+    throw new DenvError("forbidden", HostRefusals.kindMismatch(project, req.kind, plan.kind));
+  }
+  return plan;
 }

@@ -4,7 +4,6 @@ import { join, resolve } from "node:path";
 import type { Readable } from "node:stream";
 import type { HostEnvironment, HostVerifyResult, Plan, ProjectKind } from "@denv/spec";
 import { DenvError } from "@denv/spec/errors";
-import { HostRefusals } from "@denv/spec/messages";
 import { checkName } from "@denv/spec/names";
 import type { RawExecResult } from "../exec-runner.js";
 import { removeHostPort } from "../host/firewall.js";
@@ -116,15 +115,10 @@ export class Runtime {
     const command = req.command ?? `deploy-${newId()}`;
     const projectDir = resolve(req.projectDir);
     const phase = req.onPhase ?? noPhases;
-    const { buildImages, decideDiskCaps, loadPlan, materialize, sandboxRuntime, tarDirectory, undoable } =
+    const { buildImages, decideDiskCaps, deployPlan, materialize, sandboxRuntime, tarDirectory, undoable } =
       await verbs();
     phase.start("validate");
-    const plan =
-      req.plan ??
-      loadPlan(projectDir, { projectName: project, composeFile: req.composeFile, env: req.env }).plan;
-    if (req.kind !== undefined && plan.kind !== req.kind) {
-      throw new DenvError("forbidden", HostRefusals.kindMismatch(project, req.kind, plan.kind));
-    }
+    const plan = deployPlan(project, projectDir, req);
     // Caps and a sandbox the host cannot give are refused before anything is built.
     await decideDiskCaps(ctx, plan);
     await sandboxRuntime(ctx, plan);

@@ -5,7 +5,7 @@
 export { buildImages } from "../build/build-images.js";
 export { openMirrorEgress } from "../build/mirror-egress.js";
 export { probeEgress } from "../probe.js";
-export { loadPlan } from "../project-loader.js";
+export { deployPlan, loadPlan } from "../project-loader.js";
 export { discardTransfer } from "../transfer/staging.js";
 export { stopAgent } from "./agent-processes.js";
 export { decideDiskCaps } from "./disk-caps.js";

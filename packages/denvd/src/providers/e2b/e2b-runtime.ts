@@ -10,7 +10,6 @@ import {
   ProviderMessages,
   type Version,
 } from "@denv/spec";
-import { HostRefusals } from "@denv/spec/messages";
 import { checkName } from "@denv/spec/names";
 import type { RawExecResult } from "../../exec-runner.js";
 import type { ExecOptions } from "../../runtime/environment-exec.js";
@@ -139,14 +138,9 @@ export class E2bRuntime implements HostRuntime {
     const command = req.command ?? `deploy-${newId()}`;
     const phase = req.onPhase ?? noPhases;
     const projectDir = resolve(req.projectDir);
-    const { buildTemplate, loadPlan, tarDirectory } = await verbs();
+    const { buildTemplate, deployPlan, tarDirectory } = await verbs();
     phase.start("validate");
-    const plan =
-      req.plan ??
-      loadPlan(projectDir, { projectName: project, composeFile: req.composeFile, env: req.env }).plan;
-    if (req.kind !== undefined && plan.kind !== req.kind) {
-      throw new DenvError("forbidden", HostRefusals.kindMismatch(project, req.kind, plan.kind));
-    }
+    const plan = deployPlan(project, projectDir, req);
     const service = checkPlan(plan);
     phase.end("validate", { services: [service.name], agent: plan.agent.service });
     return this.locks.with(id, async () => {
