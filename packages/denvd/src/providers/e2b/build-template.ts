@@ -1,7 +1,8 @@
 import { createHash } from "node:crypto";
 import { readdir, readFile, readlink } from "node:fs/promises";
 import { join, posix, relative, resolve, sep } from "node:path";
-import { DenvError, type ServicePlan } from "@denv/spec";
+import { DenvError, type ServicePlan, type VerifierPlan } from "@denv/spec";
+import type { E2bRecords } from "./e2b-records.js";
 import { type E2bConnection, loadE2b, sdkOptions } from "./e2b-sdk.js";
 import { shellQuote } from "./sandbox-exec.js";
 
@@ -90,6 +91,36 @@ export function startCommands(svc: TemplateSource): { startCmd: string; readyCmd
   const readyCmd =
     form === "CMD-SHELL" ? (test[0] ?? "true") : form === "CMD" && test.length > 0 ? line(test) : "true";
   return { startCmd: line(svc.command), readyCmd };
+}
+
+/**
+ * The templates a deploy needs, each recorded (`denvd release` deletes them): the agent service's,
+ * and, when the verifier reads only files (`services: false`), the verifier's own, from its image:
+ * it gets a sandbox of its own.
+ */
+export async function buildTemplates(
+  conn: E2bConnection,
+  records: E2bRecords,
+  input: {
+    hostId: string;
+    project: string;
+    projectDir: string;
+    service: ServicePlan;
+    verifier: VerifierPlan | undefined;
+    onLog?: (line: string) => void;
+  },
+): Promise<{ template: BuiltTemplate; verifierTemplate: string | undefined }> {
+  const template = await buildTemplate(conn, input);
+  await records.putTemplate(template.alias);
+  const v = input.verifier;
+  if (v?.services !== false) return { template, verifierTemplate: undefined };
+  const verifier = await buildTemplate(conn, {
+    ...input,
+    service: { name: "verifier", build: v.build, image: v.image, resources: v.resources },
+    onLog: (line) => input.onLog?.(`verifier: ${line}`),
+  });
+  await records.putTemplate(verifier.alias);
+  return { template, verifierTemplate: verifier.alias };
 }
 
 /** What every alias and snapshot name of this host starts with (gc finds them by it). */

@@ -3,7 +3,7 @@ import { basename } from "node:path";
 import { Labels } from "@denv/spec/labels";
 import type { HostRuntime, Settled } from "../../runtime/host-runtime.js";
 import { templatePrefix } from "./build-template.js";
-import type { E2bHost } from "./e2b-host.js";
+import { type E2bHost, provider } from "./e2b-host.js";
 import { hostEnvironment, hostVersion } from "./e2b-reports.js";
 import { loadE2b } from "./e2b-sdk.js";
 
@@ -44,6 +44,33 @@ export async function gc(host: E2bHost): Promise<{ removed: string[] }> {
     removed.push(`tests ${basename(file)}`);
   }
   if (errors.length > 0) throw new AggregateError(errors, `e2b gc: ${errors.length} removal(s) failed`);
+  return { removed };
+}
+
+/**
+ * Everything this host holds at E2B removed, for `denvd release` when its target goes: every
+ * environment's sandbox and every version's snapshot (through the runtime's own verbs, records
+ * with them), what gc finds, and the templates it built.
+ */
+export async function releaseAll(
+  host: E2bHost,
+  runtime: { destroy(envId: string): Promise<void>; deleteVersion(versionId: string): Promise<void> },
+): Promise<{ removed: string[] }> {
+  const removed: string[] = [];
+  for (const rec of await host.records.environments()) {
+    await runtime.destroy(rec.id);
+    removed.push(`environment ${rec.id} (sandbox ${rec.sandboxId})`);
+  }
+  for (const v of await host.records.versions()) {
+    await runtime.deleteVersion(v.id);
+    removed.push(`version ${v.id} (snapshot ${v.snapshotId})`);
+  }
+  removed.push(...(await gc(host)).removed);
+  for (const alias of await host.records.templates()) {
+    await provider(() => deleteTemplate(host, alias));
+    await host.records.deleteTemplate(alias);
+    removed.push(`template ${alias}`);
+  }
   return { removed };
 }
 

@@ -39,3 +39,13 @@ export async function provider<T>(fn: () => Promise<T>): Promise<T> {
 export function unsupported(verb: string, why: string): DenvError {
   return new DenvError("conflict", ProviderMessages.unsupportedVerb(PROVIDER, verb, why));
 }
+
+/** Every recorded sandbox's timeout set again (E2B kills a sandbox when it passes). */
+export async function renewTimeouts(host: E2bHost): Promise<void> {
+  const { Sandbox } = await loadE2b();
+  for (const rec of await host.records.environments()) {
+    await Sandbox.setTimeout(rec.sandboxId, host.timeoutMs, host.api).catch((e: unknown) =>
+      host.log(`${rec.id}: sandbox ${rec.sandboxId} not renewed: ${String(e)}`),
+    );
+  }
+}

@@ -21,8 +21,8 @@ import type { DeployRequest } from "../../runtime/runtime.js";
 import type { VerifyOptions } from "../../runtime/verify-environment.js";
 import { slug, templatePrefix } from "./build-template.js";
 import { checkPlan, PROVIDER } from "./check-plan.js";
-import { gc as collectGarbage, deleteTemplate, settle as settleCommand } from "./e2b-cleanup.js";
-import { type E2bHost, provider, unsupported } from "./e2b-host.js";
+import { gc as collectGarbage, releaseAll, settle as settleCommand } from "./e2b-cleanup.js";
+import { type E2bHost, provider, renewTimeouts, unsupported } from "./e2b-host.js";
 import {
   createEnvironment,
   createVerifierSandbox,
@@ -113,7 +113,7 @@ export class E2bRuntime implements HostRuntime {
       log: (line) => o.log?.(`e2b: ${line}`),
     });
     rt.keepAlive = setInterval(
-      () => void rt.renew().catch((e: unknown) => rt.host.log(`keep-alive: ${String(e)}`)),
+      () => void renewTimeouts(rt.host).catch((e: unknown) => rt.host.log(`keep-alive: ${String(e)}`)),
       o.keepAliveMs ?? Math.floor(timeoutMs / 3),
     );
     rt.keepAlive.unref();
@@ -138,7 +138,7 @@ export class E2bRuntime implements HostRuntime {
     const command = req.command ?? `deploy-${newId()}`;
     const phase = req.onPhase ?? noPhases;
     const projectDir = resolve(req.projectDir);
-    const { buildTemplate, deployPlan, tarDirectory } = await verbs();
+    const { buildTemplates, deployPlan, tarDirectory } = await verbs();
     phase.start("validate");
     const plan = deployPlan(project, projectDir, req);
     const service = checkPlan(plan);
@@ -149,32 +149,16 @@ export class E2bRuntime implements HostRuntime {
         `environment ${id} exists: destroy it first, or deploy under another name`,
       );
       phase.start("build");
-      const template = await provider(() =>
-        buildTemplate(this.o.connection, {
+      const { template, verifierTemplate } = await provider(() =>
+        buildTemplates(this.o.connection, this.host.records, {
           hostId: this.hostId,
           project,
           projectDir,
           service,
+          verifier: plan.verifier,
           onLog: (line) => this.host.log(`${id} build: ${line}`),
         }),
       );
-      await this.host.records.putTemplate(template.alias);
-      // A verifier that reads only files gets a sandbox of its own, from a template of its image.
-      const vplan = plan.verifier;
-      let verifierTemplate: string | undefined;
-      if (vplan?.services === false) {
-        const built = await provider(() =>
-          buildTemplate(this.o.connection, {
-            hostId: this.hostId,
-            project,
-            projectDir,
-            service: { name: "verifier", build: vplan.build, image: vplan.image, resources: vplan.resources },
-            onLog: (line) => this.host.log(`${id} verifier build: ${line}`),
-          }),
-        );
-        await this.host.records.putTemplate(built.alias);
-        verifierTemplate = built.alias;
-      }
       phase.end("build", {
         digests: {
           [service.name]: template.alias,
@@ -358,7 +342,7 @@ export class E2bRuntime implements HostRuntime {
     return probeEgress(this.host, sbx, this.agentOf(rec), rec.plan.agent.service);
   }
 
-  /** Grades the environment on a fork, the verifier in the fork's sandbox (e2b-verify.ts). */
+  /** Grades the environment on a fork, the verifier in its sandbox or one of its own (e2b-verify.ts). */
   async verify(envId: string, opts: VerifyOptions = {}): Promise<HostVerifyResult> {
     const { verifyOnE2b } = await verbs();
     return verifyOnE2b(
@@ -408,22 +392,10 @@ export class E2bRuntime implements HostRuntime {
    * environment's sandbox, every version's snapshot, what gc finds, and the templates it built.
    */
   async release(): Promise<{ removed: string[] }> {
-    const removed: string[] = [];
-    for (const rec of await this.host.records.environments()) {
-      await this.destroy(rec.id);
-      removed.push(`environment ${rec.id} (sandbox ${rec.sandboxId})`);
-    }
-    for (const v of await this.host.records.versions()) {
-      await this.deleteVersion(v.id);
-      removed.push(`version ${v.id} (snapshot ${v.snapshotId})`);
-    }
-    removed.push(...(await this.gc()).removed);
-    for (const alias of await this.host.records.templates()) {
-      await provider(() => deleteTemplate(this.host, alias));
-      await this.host.records.deleteTemplate(alias);
-      removed.push(`template ${alias}`);
-    }
-    return { removed };
+    return releaseAll(this.host, {
+      destroy: (id) => this.destroy(id),
+      deleteVersion: (id) => this.deleteVersion(id),
+    });
   }
 
   /** Removes what carries this host's id and no record owns (e2b-cleanup.ts). */
@@ -437,15 +409,6 @@ export class E2bRuntime implements HostRuntime {
   }
 
   // ---------------------------------------------------------------- helpers
-
-  private async renew(): Promise<void> {
-    const { Sandbox } = await loadE2b();
-    for (const rec of await this.host.records.environments()) {
-      await Sandbox.setTimeout(rec.sandboxId, this.host.timeoutMs, this.host.api).catch((e: unknown) =>
-        this.host.log(`${rec.id}: sandbox ${rec.sandboxId} not renewed: ${String(e)}`),
-      );
-    }
-  }
 
   private agentOf(rec: E2bEnvironmentRecord): SandboxUser {
     return { name: rec.agentName, uid: rec.agentUid };
