@@ -3,7 +3,6 @@ import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { afterAll } from "vitest";
 import { run } from "../host/run.js";
 import type { RuntimeOptions } from "../runtime/host-context.js";
 import { Runtime } from "../runtime/runtime.js";
@@ -32,16 +31,9 @@ export async function openTestRuntime(
   return rt as Runtime & AsyncDisposable;
 }
 
-/** Project directories written by this test file, removed once it is done. */
-const projects: string[] = [];
-afterAll(async () => {
-  for (const dir of projects.splice(0)) await rm(dir, { recursive: true, force: true });
-});
-
-/** Writes a project directory from a map of relative paths to contents (removed after the file). */
+/** Writes a project directory from a map of relative paths to contents. */
 export async function writeProject(files: Record<string, string>): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), "denv-project-"));
-  projects.push(dir);
   for (const [rel, content] of Object.entries(files)) {
     await mkdir(dirname(join(dir, rel)), { recursive: true });
     await writeFile(join(dir, rel), content);
