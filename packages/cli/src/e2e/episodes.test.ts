@@ -68,14 +68,17 @@ describe("50 episodes on the quickstart, 4 in flight", () => {
         : await client.exec(s.id, { cmd: ["cat", "/workspace/note"] });
       expect(act.exit_code, act.stderr).toBe(0);
       const v = await client.verify(s.id, { wait: true });
-      const graded = v.result as { status?: string; reward?: number; version?: string } | undefined;
+      const graded = v.result as
+        | { status?: string; reward?: number; version?: string; log?: string }
+        | undefined;
       expect(v.status, JSON.stringify(v.error)).toBe("succeeded");
       expect(graded?.status).toBe("graded");
       await client.deleteSandbox(s.id, { wait: true });
       if (graded?.version) await client.deleteVersion(graded.version);
-      return { reward: graded?.reward, pool: s.pool };
+      return { reward: graded?.reward, pool: s.pool, log: graded?.log };
     };
-    const results: Array<{ reward: number | undefined; pool: string | undefined }> = [];
+    const results: Array<{ reward: number | undefined; pool: string | undefined; log: string | undefined }> =
+      [];
     let next = 0;
     await Promise.all(
       Array.from({ length: IN_FLIGHT }, async () => {
@@ -86,7 +89,15 @@ describe("50 episodes on the quickstart, 4 in flight", () => {
       }),
     );
 
-    expect(results.map((r) => r.reward)).toEqual(results.map((_, i) => (i % 2 === 0 ? 1 : 0)));
+    // A wrong grade names its episode and shows the verifier's own account of each check.
+    const wrong = results
+      .map((r, i) => ({ ...r, i, want: i % 2 === 0 ? 1 : 0 }))
+      .filter((r) => r.reward !== r.want)
+      .map(
+        (r) =>
+          `episode ${r.i} (pool ${r.pool}): reward ${r.reward}, expected ${r.want}; verifier log:\n${r.log}`,
+      );
+    expect(wrong, wrong.join("\n\n")).toEqual([]);
     // The pool's members went to the first claims; the others were forked cold meanwhile.
     const hits = results.filter((r) => r.pool === "hit").length;
     expect(hits).toBeGreaterThanOrEqual(1);
