@@ -6,7 +6,7 @@ import type { E2bEnvironmentRecord, E2bVersionRecord } from "./e2b-records.js";
 import { METHOD } from "./e2b-reports.js";
 import { type E2bSandbox, loadE2b } from "./e2b-sdk.js";
 import { probeSandboxEgress } from "./egress-probe.js";
-import { processBaseline } from "./sandbox-processes.js";
+import { processBaseline, resumeProcesses } from "./sandbox-processes.js";
 import { refuseRootAgent, resolveSandboxUser, type SandboxUser } from "./sandbox-user.js";
 
 /** What an environment is before it has a sandbox. */
@@ -80,7 +80,11 @@ export async function createEnvironment(
       }
       phase.end("probe", probe);
     }
-    const baseline = await provider(() => processBaseline(made));
+    // A fork resumes the agent's processes of its snapshot (held still there): they run on, and
+    // are the agent's here too.
+    const agents = version?.agentProcesses ?? [];
+    await provider(() => resumeProcesses(made, agents));
+    const baseline = await provider(() => processBaseline(made, agents));
     const done = Date.now();
     const { testsTar, verifierTemplate, ...named } = base;
     const rec: E2bEnvironmentRecord = {

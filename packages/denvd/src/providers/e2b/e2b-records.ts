@@ -56,6 +56,11 @@ export interface E2bVersionRecord {
   command: string;
   testsTar?: string;
   verifierTemplate?: string;
+  /**
+   * The agent's processes in the snapshot ("pid:start time", held still while it was taken): a
+   * fork resumes them, and leaves them out of its baseline so that a verify of it stops them.
+   */
+  agentProcesses?: string[];
   timings: { snapshot_ms: number; total_ms: number };
   createdAt: string;
 }

@@ -34,6 +34,7 @@ import { hostEnvironment, hostVersion } from "./e2b-reports.js";
 import { type E2bConnection, type E2bSandbox, loadE2b, sdkOptions } from "./e2b-sdk.js";
 import type { EgressCanary } from "./egress-probe.js";
 import { execInSandbox } from "./sandbox-exec.js";
+import { whileAgentHeld } from "./sandbox-processes.js";
 import { agentPrincipal, type SandboxUser } from "./sandbox-user.js";
 
 export interface E2bRuntimeOptions {
@@ -287,7 +288,9 @@ export class E2bRuntime implements HostRuntime {
       // Named so that gc finds a snapshot a crash left unrecorded (names are unique: E2B adds a
       // build to an existing name).
       const snapshotName = `${templatePrefix(this.hostId)}${slug(rec.project, 24)}-v${number}-${newId()}`;
-      const snap = await provider(() => sbx.createSnapshot({ name: snapshotName }));
+      const { result: snap, held } = await provider(() =>
+        whileAgentHeld(sbx, rec.baseline, () => sbx.createSnapshot({ name: snapshotName })),
+      );
       const took = Date.now() - started;
       phase.end("capture layers", { committed: [rec.plan.agent.service] });
       const v: E2bVersionRecord = {
@@ -305,6 +308,7 @@ export class E2bRuntime implements HostRuntime {
         command,
         ...(rec.testsTar ? { testsTar: rec.testsTar } : {}),
         ...(rec.verifierTemplate ? { verifierTemplate: rec.verifierTemplate } : {}),
+        ...(held.length > 0 ? { agentProcesses: held } : {}),
         timings: { snapshot_ms: took, total_ms: Date.now() - started },
         createdAt: new Date(started).toISOString(),
       };

@@ -1,12 +1,13 @@
 import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdir, mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DenvError, Protection, ProviderMessages, SpecialFileReasons } from "@denv/spec";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { E2bRuntime } from "./e2b-runtime.js";
+import { processBaseline } from "./sandbox-processes.js";
 import { E2bServer } from "./testing/e2b-server.js";
 
 /**
@@ -132,6 +133,53 @@ describe("verify on E2B", { timeout: 60_000 }, () => {
     // Each verify's fork is gone; its version stays, as on denvd's own runtime.
     expect((await rt.list()).environments.map((e) => e.id)).toEqual([ENV]);
     expect((await rt.list()).versions.map((v) => v.id)).toEqual([wrong.version, right.version]);
+  });
+
+  it("holds the agent still across a snapshot and records what it ran, which a fork's baseline leaves out", async () => {
+    // E2B's snapshot keeps memory: a fork resumes what the agent ran, and must count it as the agent's.
+    const entry = async () =>
+      (
+        await agentSh(
+          `for d in /proc/[0-9]*; do [ "$(tr '\\0' ' ' < $d/cmdline 2>/dev/null)" = "sleep 4343 " ] || continue; read -r l < $d/stat; set -- \${l##*") "}; echo "\${d#/proc/}:\${20} $1"; done`,
+        )
+      ).stdout
+        .toString()
+        .trim();
+    await agentSh("setsid sleep 4343 >/dev/null 2>&1 </dev/null & echo started");
+    const [running, state] = (await entry()).split(" ");
+    expect(state).toBe("S");
+    const v = await rt.snapshot(ENV);
+    const rec = JSON.parse(
+      await readFile(join(dir, "state", "e2b", "versions", `${encodeURIComponent(v.id)}.json`), "utf8"),
+    ) as { agentProcesses?: string[] };
+    expect(rec.agentProcesses).toContain(running);
+    // Held only across the capture: it runs on in the episode.
+    expect(await entry()).toBe(`${running} S`);
+
+    // A sandbox's baseline leaves out what its version names as the agent's, and keeps the service.
+    const { Sandbox } = await import("e2b");
+    const envRec = JSON.parse(
+      await readFile(join(dir, "state", "e2b", "environments", `${encodeURIComponent(ENV)}.json`), "utf8"),
+    ) as { sandboxId: string; baseline: string[] };
+    const sbx = await Sandbox.connect(envRec.sandboxId, {
+      apiKey: API_KEY,
+      apiUrl: server.apiUrl,
+      sandboxUrl: server.sandboxUrl,
+    });
+    const baseline = await processBaseline(sbx, rec.agentProcesses);
+    expect(baseline).not.toContain(running);
+    expect(baseline).toEqual(expect.arrayContaining(envRec.baseline));
+
+    // A fork of it is made and graded (the double's snapshot keeps files only: nothing to resume).
+    const fork = await rt.fork(v.id, { name: "from-held" });
+    try {
+      const r = await rt.verify(fork.id);
+      expect(r.status, r.log).toBe("graded");
+      expect(r.rewards).toMatchObject({ reward: 1, service: 1, left: 0 });
+    } finally {
+      await rt.destroy(fork.id);
+      await rt.deleteVersion(v.id);
+    }
   });
 
   it("keeps the tests and the reward directory out of the agent's uid in the fork", async () => {
