@@ -6,6 +6,7 @@ import { dirname, join } from "node:path";
 import { run } from "../host/run.js";
 import type { RuntimeOptions } from "../runtime/host-context.js";
 import { Runtime } from "../runtime/runtime.js";
+import { rememberProject } from "./written-projects.js";
 
 /**
  * A runtime of its own for one test file: a fresh host id (so gc touches nothing else), its own
@@ -34,6 +35,7 @@ export async function openTestRuntime(
 /** Writes a project directory from a map of relative paths to contents. */
 export async function writeProject(files: Record<string, string>): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), "denv-project-"));
+  rememberProject(dir);
   for (const [rel, content] of Object.entries(files)) {
     await mkdir(dirname(join(dir, rel)), { recursive: true });
     await writeFile(join(dir, rel), content);
