@@ -263,6 +263,15 @@ describe("E2bRuntime on the E2B double", { timeout: 60_000 }, () => {
     expect((await refusal(rt.getFiles(ENV, "/home/user/pipe"))).message).toBe(
       Protection.specialFile("/home/user/pipe", SpecialFileReasons.unsupported),
     );
+    // A 2 GiB file (sparse: no disk) is over the check's limit by E2B's listing: refused before
+    // a byte of it is read, so that what a sandbox holds never has to fit in denvd's memory.
+    await rt.exec(ENV, { shell: "mkdir -p big && echo small > big/a.txt && truncate -s 2G big/b.bin" });
+    const reads = server.fileReads.length;
+    expect((await refusal(rt.getFiles(ENV, "/home/user/big"))).message).toBe(
+      Protection.specialFile("/home/user/big/b.bin", SpecialFileReasons.tooLarge),
+    );
+    expect(server.fileReads.slice(reads)).toEqual([]);
+    await rt.exec(ENV, { shell: "rm -r big" });
     expect(
       (await refusal(rt.putFiles(ENV, "/tmp", await packEntries([{ name: "x" }]), { user: "root" }))).code,
     ).toBe("agent_root");

@@ -240,7 +240,9 @@ describe("verify on E2B", { timeout: 60_000 }, () => {
     const r = await rt.verify(ENV);
     expect(r.status).toBe("refused");
     expect(r.reward).toBe(0);
-    expect(r.message).toBe(Protection.specialFile("answer.txt", SpecialFileReasons.symlinkEscapes));
+    expect(r.message).toBe(
+      Protection.specialFile("/home/user/answer.txt", SpecialFileReasons.symlinkEscapes),
+    );
     expect(r.evidence.verifier.exit_code).toBeNull();
     expect((await rt.list()).environments.map((e) => e.id)).toEqual([ENV]);
   });

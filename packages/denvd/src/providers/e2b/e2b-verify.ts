@@ -11,7 +11,12 @@ import {
 import type { E2bEnvironmentRecord } from "./e2b-records.js";
 import type { E2bSandbox } from "./e2b-sdk.js";
 import { stopAgentProcesses } from "./sandbox-processes.js";
-import { collectSubmission, gradeInSandbox, type SandboxGrade } from "./sandbox-verify.js";
+import {
+  type CollectedSubmission,
+  collectSubmission,
+  gradeInSandbox,
+  type SandboxGrade,
+} from "./sandbox-verify.js";
 
 /** What the E2B verify needs of its runtime: the steps of an episode. */
 export interface E2bEpisode {
@@ -86,8 +91,9 @@ export async function verifyOnE2b(
     phase.start("run verifier");
     const forked = await episode.environment(fork.id);
     let grade: SandboxGrade;
+    let submission: CollectedSubmission | undefined;
     try {
-      const submission = await collectSubmission(forked.sbx, vplan.submission);
+      submission = await collectSubmission(forked.sbx, vplan.submission);
       // A verifier that reads only files gets a sandbox of its own; one that reaches the
       // services shares the fork's, as a uid of its own.
       if (vplan.services === false) own = await episode.verifierSandbox(fork.id, command);
@@ -100,6 +106,8 @@ export async function verifyOnE2b(
     } catch (err) {
       if (!(err instanceof DenvError && err.code === "special_file")) throw err;
       return refusedSubmission(err, vplan, outcome, episodeEvidence, Date.now() - t0);
+    } finally {
+      await submission?.cleanup();
     }
     const as = `as uid ${grade.user.uid} (${grade.user.name})`;
     const verifier = {

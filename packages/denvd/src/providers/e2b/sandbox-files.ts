@@ -1,11 +1,11 @@
 import { createReadStream } from "node:fs";
 import { posix } from "node:path";
-import type { Readable } from "node:stream";
+import { Readable } from "node:stream";
 import { buffer } from "node:stream/consumers";
 import { pipeline } from "node:stream/promises";
-import { DenvError, Protection, SpecialFileReasons } from "@denv/spec";
+import { DenvError, Protection, type SpecialFileReason, SpecialFileReasons } from "@denv/spec";
 import tar from "tar-stream";
-import { guardTar } from "../../files/tar-guard.js";
+import { DEFAULT_LIMITS, type GuardedArchive, type GuardLimits, guardTar } from "../../files/tar-guard.js";
 import { type E2bSandbox, loadE2b } from "./e2b-sdk.js";
 import { shellQuote } from "./sandbox-exec.js";
 import type { SandboxUser } from "./sandbox-user.js";
@@ -19,8 +19,9 @@ import type { SandboxUser } from "./sandbox-user.js";
  * an entry E2B cannot name the type of (a device, a FIFO, a socket) is refused.
  */
 
-/** Files written per files.write call (one multipart request each). */
+/** Files written per files.write call (one multipart request each), and the bytes one holds at most. */
 const WRITE_BATCH = 64;
+const WRITE_BATCH_BYTES = 64 * 1024 ** 2;
 
 function checkAbsolute(path: string): string {
   if (!path.startsWith("/")) throw new DenvError("invalid_request", `path '${path}' must be absolute`);
@@ -31,26 +32,48 @@ interface Entry {
   name: string;
   type: "file" | "directory" | "symlink" | "link";
   mode: number;
-  data?: Buffer;
   linkname?: string;
 }
 
-async function readEntries(path: string): Promise<Entry[]> {
+/**
+ * Reads a checked archive entry by entry: regular files go to `write` in batches (at most
+ * WRITE_BATCH files or WRITE_BATCH_BYTES bytes held at once), the rest is returned without data.
+ */
+async function streamEntries(
+  path: string,
+  write: (files: Array<{ name: string; data: Buffer }>) => Promise<void>,
+): Promise<Entry[]> {
   const entries: Entry[] = [];
+  let batch: Array<{ name: string; data: Buffer }> = [];
+  let held = 0;
+  const flush = async () => {
+    if (batch.length === 0) return;
+    const out = batch;
+    batch = [];
+    held = 0;
+    await write(out);
+  };
   const extract = tar.extract();
   extract.on("entry", (header, stream, next) => {
-    void buffer(stream).then((data) => {
-      entries.push({
-        name: header.name.replace(/^\.\//, "").replace(/\/$/, ""),
-        type: header.type as Entry["type"],
-        mode: header.mode ?? 0o644,
-        data,
-        ...(header.linkname ? { linkname: header.linkname } : {}),
-      });
-      next();
-    }, next);
+    void buffer(stream)
+      .then(async (data) => {
+        const name = header.name.replace(/^\.\//, "").replace(/\/$/, "");
+        const type = header.type as Entry["type"];
+        entries.push({
+          name,
+          type,
+          mode: header.mode ?? 0o644,
+          ...(header.linkname ? { linkname: header.linkname } : {}),
+        });
+        if (type !== "file") return;
+        batch.push({ name, data });
+        held += data.length;
+        if (batch.length >= WRITE_BATCH || held >= WRITE_BATCH_BYTES) await flush();
+      })
+      .then(() => next(), next);
   });
   await pipeline(createReadStream(path), extract);
+  await flush();
   return entries;
 }
 
@@ -64,18 +87,13 @@ export async function putSandboxFiles(
   const dir = checkAbsolute(dest);
   const guarded = await guardTar(archive);
   try {
-    const entries = await readEntries(guarded.path);
     const at = (name: string) => posix.join(dir, name);
-    const files = entries.filter((e) => e.type === "file");
-    for (let i = 0; i < files.length; i += WRITE_BATCH) {
+    const entries = await streamEntries(guarded.path, async (files) => {
       await sbx.files.write(
-        files.slice(i, i + WRITE_BATCH).map((f) => ({
-          path: at(f.name),
-          data: new Uint8Array(f.data ?? Buffer.alloc(0)).buffer,
-        })),
+        files.map((f) => ({ path: at(f.name), data: new Uint8Array(f.data).buffer })),
         { user: user.name },
       );
-    }
+    });
     const script = [`mkdir -p -- ${shellQuote(dir)}`];
     for (const e of entries) {
       const p = shellQuote(at(e.name));
@@ -104,6 +122,26 @@ export async function putSandboxFiles(
 
 /** A tar archive of `path` (a file or a directory, under its own base name), read as `user`. */
 export async function getSandboxFiles(sbx: E2bSandbox, user: SandboxUser, path: string): Promise<Readable> {
+  const guarded = await readSandboxArchive(sbx, user, path);
+  const stream = createReadStream(guarded.path);
+  stream.on("close", () => void guarded.cleanup());
+  return stream;
+}
+
+/**
+ * The archive of `path`, read as `user` and checked (protection 3) into a temporary file. The
+ * listing's sizes and count are held to the check's limits before a byte is read, and the archive
+ * streams into the check as it is read: no more than one file of it is in memory at a time.
+ *
+ * @throws DenvError `not_found` when there is no such path; `special_file` for a special file
+ *   or a tree over the limits (nothing is left behind).
+ */
+export async function readSandboxArchive(
+  sbx: E2bSandbox,
+  user: SandboxUser,
+  path: string,
+  limits: GuardLimits = DEFAULT_LIMITS,
+): Promise<GuardedArchive> {
   const abs = checkAbsolute(path);
   const { FileNotFoundError, FileType } = await loadE2b();
   const opts = { user: user.name };
@@ -114,8 +152,27 @@ export async function getSandboxFiles(sbx: E2bSandbox, user: SandboxUser, path: 
     if (e instanceof FileNotFoundError) throw new DenvError("not_found", `${abs}: no such file or directory`);
     throw e;
   }
+  const below =
+    top.type === FileType.DIR
+      ? (await sbx.files.list(abs, { ...opts, depth: limits.maxDepth })).sort((a, b) =>
+          a.path.localeCompare(b.path),
+        )
+      : [];
+  const refuse = (at: string, reason: SpecialFileReason) =>
+    new DenvError("special_file", Protection.specialFile(at, reason), [at, reason]);
+  if (below.length + 1 > limits.maxEntries) throw refuse(abs, SpecialFileReasons.tooLarge);
+  let total = 0;
+  for (const e of [top, ...below]) {
+    if (e.type === FileType.FILE) total += e.size;
+    if (total > limits.maxBytes) throw refuse(e.path, SpecialFileReasons.tooLarge);
+  }
+
   const pack = tar.pack();
-  const collected = buffer(pack);
+  const checked = guardTar(Readable.from(pack), { limits, displayRoot: posix.dirname(abs) });
+  let failed = false;
+  checked.catch(() => {
+    failed = true;
+  });
   const add = async (name: string, e: typeof top) => {
     const mode = e.mode & 0o7777;
     if (e.type === FileType.DIR) pack.entry({ name, type: "directory", mode });
@@ -126,25 +183,26 @@ export async function getSandboxFiles(sbx: E2bSandbox, user: SandboxUser, path: 
       pack.entry({ name, type: "file", mode, size: data.length }, data);
     } else {
       // E2B names files, directories and symlinks; anything else is a special file.
-      throw new DenvError("special_file", Protection.specialFile(e.path, SpecialFileReasons.unsupported), [
-        e.path,
-        SpecialFileReasons.unsupported,
-      ]);
+      throw refuse(e.path, SpecialFileReasons.unsupported);
     }
   };
   const base = posix.basename(abs) || ".";
-  await add(base, top);
-  if (top.type === FileType.DIR) {
-    const below = await sbx.files.list(abs, { ...opts, depth: 64 });
-    for (const e of below.sort((a, b) => a.path.localeCompare(b.path))) {
+  try {
+    await add(base, top);
+    for (const e of below) {
+      if (failed) break; // the check refused an entry: what it says is thrown below
       await add(posix.join(base, posix.relative(abs, e.path)), e);
     }
+    pack.finalize();
+  } catch (e) {
+    pack.destroy();
+    await checked.then(
+      (g) => g.cleanup(),
+      () => undefined,
+    );
+    throw e;
   }
-  pack.finalize();
-  const guarded = await guardTar(await collected);
-  const stream = createReadStream(guarded.path);
-  stream.on("close", () => void guarded.cleanup());
-  return stream;
+  return checked;
 }
 
 function filesError(path: string, stderr: string): DenvError {

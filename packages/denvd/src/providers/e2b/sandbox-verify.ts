@@ -1,14 +1,14 @@
 import { createReadStream } from "node:fs";
 import { posix } from "node:path";
-import { buffer } from "node:stream/consumers";
 import { DenvError, ProviderMessages, type SubmissionEntry, type VerifierPlan } from "@denv/spec";
+import type { GuardedArchive } from "../../files/tar-guard.js";
 import { parseReward, REWARD_DIR, REWARD_FILES } from "../../runtime/reward.js";
 import { SUBMISSION_DIR } from "../../runtime/submission.js";
 import { TESTS_DIR } from "../../runtime/verify-environment.js";
 import { PROVIDER } from "./check-plan.js";
 import { type E2bSandbox, loadE2b } from "./e2b-sdk.js";
 import { execInSandbox, shellQuote } from "./sandbox-exec.js";
-import { getSandboxFiles, putSandboxFiles } from "./sandbox-files.js";
+import { putSandboxFiles, readSandboxArchive } from "./sandbox-files.js";
 import { asRoot } from "./sandbox-processes.js";
 import { resolveSandboxUser, type SandboxUser } from "./sandbox-user.js";
 
@@ -37,31 +37,42 @@ export interface SandboxGrade {
 }
 
 /** The submission paths read out of the fork and checked (protection 3), before any is placed. */
-export type CollectedSubmission = Array<
-  { path: string; missing: true } | { path: string; into: string; tar: Buffer }
->;
+export interface CollectedSubmission {
+  paths: Array<{ path: string; missing: true } | { path: string; into: string; archive: GuardedArchive }>;
+  /** Removes the checked archives (temporary files on this host). */
+  cleanup(): Promise<void>;
+}
 
 /**
  * Reads each submission path out of the fork's sandbox as root, through the special-file check,
- * into an archive held here; a path that is not there is reported missing.
+ * into a checked archive on this host (a file: a submission is not held in memory); a path that
+ * is not there is reported missing.
  *
- * @throws DenvError `special_file` when a path holds one (nothing was placed).
+ * @throws DenvError `special_file` when a path holds one (nothing was placed, nothing is kept).
  */
 export async function collectSubmission(
   sbx: E2bSandbox,
   paths: readonly string[],
 ): Promise<CollectedSubmission> {
-  const out: CollectedSubmission = [];
-  for (const path of paths) {
-    try {
-      const tar = await buffer(await getSandboxFiles(sbx, ROOT, path));
-      out.push({ path, into: posix.join(SUBMISSION_DIR, posix.dirname(posix.normalize(path))), tar });
-    } catch (e) {
-      if (!(e instanceof DenvError && e.code === "not_found")) throw e;
-      out.push({ path, missing: true });
+  const out: CollectedSubmission["paths"] = [];
+  const cleanup = async () => {
+    for (const a of out) if ("archive" in a) await a.archive.cleanup();
+  };
+  try {
+    for (const path of paths) {
+      try {
+        const archive = await readSandboxArchive(sbx, ROOT, path);
+        out.push({ path, into: posix.join(SUBMISSION_DIR, posix.dirname(posix.normalize(path))), archive });
+      } catch (e) {
+        if (!(e instanceof DenvError && e.code === "not_found")) throw e;
+        out.push({ path, missing: true });
+      }
     }
+  } catch (e) {
+    await cleanup();
+    throw e;
   }
-  return out;
+  return { paths: out, cleanup };
 }
 
 /**
@@ -107,9 +118,11 @@ export async function gradeInSandbox(
     ].join("; "),
   );
   const submission: SubmissionEntry[] = [];
-  for (const a of o.submission) {
+  for (const a of o.submission.paths) {
     submission.push(
-      "missing" in a ? a : { path: a.path, ...(await putSandboxFiles(sbx, ROOT, a.into, a.tar)) },
+      "missing" in a
+        ? a
+        : { path: a.path, ...(await putSandboxFiles(sbx, ROOT, a.into, createReadStream(a.archive.path))) },
     );
   }
   if (o.testsTar) await putSandboxFiles(sbx, ROOT, TESTS_DIR, createReadStream(o.testsTar));

@@ -50,7 +50,7 @@ function callerUser(req: IncomingMessage, sb: EnvdSandbox): string {
 export class Envd {
   private nextPid = 100;
   private readonly processes = new Map<string, Map<number, RunningProcess>>();
-  private readonly files: EnvdFiles;
+  readonly files: EnvdFiles;
 
   constructor(
     private readonly engine: Engine,

@@ -32,6 +32,9 @@ const fileTypes: Record<string, string> = {
  * the bytes of an upload go in as a tar archive whose entry carries that user's uid and gid.
  */
 export class EnvdFiles {
+  /** Every path read through GET /files, in order: what a test checks was never read. */
+  readonly reads: string[] = [];
+
   constructor(private readonly engine: Engine) {}
 
   private static resolve(user: string, path: string): string {
@@ -44,6 +47,7 @@ export class EnvdFiles {
 
   async read(res: ServerResponse, containerId: string, user: string, q: URLSearchParams): Promise<void> {
     const path = EnvdFiles.resolve(user, q.get("path") ?? "");
+    this.reads.push(path);
     const r = await this.script(
       containerId,
       user,

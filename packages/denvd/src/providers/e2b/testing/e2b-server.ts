@@ -98,6 +98,11 @@ export class E2bServer {
   private api?: Server;
   private sandboxHost?: Server;
 
+  /** Every path envd served a read of (GET /files), over all sandboxes. */
+  get fileReads(): readonly string[] {
+    return this.envd.files.reads;
+  }
+
   constructor(private readonly opts: E2bServerOptions) {
     this.engine = new Engine(opts.socketPath);
     this.envd = new Envd(this.engine, (id) => this.sandboxes.get(id));
