@@ -76,13 +76,13 @@ export const TARGET_KINDS: Record<TargetKindName, TargetKindSpec> = {
     available: true,
     // A bridge (denvd --provider e2b, run by the control plane): one sandbox per environment; a
     // version is an E2B snapshot of it (`createSnapshot`), a fork a new sandbox from that snapshot
-    // (`Sandbox.create(snapshotId)`), as the e2b SDK 2.51 does them. No pause (the bridge refuses
-    // stop/start), no tunnels. Egress control is E2B's network policy (no internet access), probed
-    // from inside each sandbox as denvd probes its own networks; the evidence names E2B.
+    // (`Sandbox.create(snapshotId)`), as the e2b SDK 2.51 does them. Pause is E2B's (`pause`, a
+    // resume by `connect`): env stop and start. No tunnels. Egress control is E2B's network policy
+    // (no internet access), probed from inside each sandbox as denvd probes its own networks; the
+    // evidence names E2B.
     capabilities: {
       ...DENVD,
       multi_service: false,
-      pause: false,
       port_tunnels: false,
     },
     enforcedBy: "e2b",

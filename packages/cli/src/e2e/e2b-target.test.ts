@@ -71,6 +71,13 @@ it("how-to/connect-a-target.md's e2b block runs as written: the bridge joins, a 
     }
     if (line.startsWith("denv deploy")) expect(server.sandboxes.size).toBe(1);
   }
+  // Stopped (E2B's pause) and started again (a resume, probed): its files are where they were.
+  expect(transcript).toMatch(
+    /^\$ denv env stop hello-sbx\/alpha\ndeployment \S+ succeeded in \S+: stop hello-sbx\/alpha\n/m,
+  );
+  expect(transcript).toMatch(
+    /^\$ denv env start hello-sbx\/alpha\ndeployment \S+ succeeded in \S+: start hello-sbx\/alpha\n(.+\n)*? {2}probe done/m,
+  );
   expect(transcript).toContain(
     `$ denv exec hello-sbx/alpha -- cat hello.txt\n${readFileSync(path.join(repo, "examples/sandbox-hello/hello.txt"), "utf8")}`,
   );

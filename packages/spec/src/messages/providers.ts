@@ -27,6 +27,9 @@ export const ProviderMessages = {
   /** The agent's user can become root in the sandbox without a password (protection 1). */
   agentBecomesRoot: (service: string, user: string, how: string) =>
     `refused: user '${user}' of service '${service}' can become root without a password (${how}), and the agent is never root on an rl-environment (protection 1); remove that from the image`,
+  /** An exec, files call, snapshot or verify of an environment whose sandbox is paused (`env stop`). */
+  paused: (provider: string, environment: string) =>
+    `refused: environment ${environment} is stopped (its ${provider} sandbox is paused); start it first (denv env start ${environment})`,
   /** The probe itself could not run in the sandbox (no bash with /dev/tcp, or no timeout). */
   probeFailed: (service: string, detail: string) =>
     `the egress probe could not run in service '${service}': ${detail}`,

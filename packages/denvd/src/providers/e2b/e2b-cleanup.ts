@@ -119,7 +119,8 @@ async function sandboxesWith(host: E2bHost, metadata: Record<string, string>) {
   const { Sandbox } = await loadE2b();
   const pages = Sandbox.list({
     ...host.api,
-    query: { metadata: { [Labels.managed]: "true", ...metadata } },
+    // Paused ones too (a stopped environment's): they are kept at E2B, and cost storage.
+    query: { metadata: { [Labels.managed]: "true", ...metadata }, state: ["running", "paused"] },
   });
   const out = [];
   while (pages.hasNext) out.push(...(await pages.nextItems()));

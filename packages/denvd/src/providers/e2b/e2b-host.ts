@@ -40,10 +40,11 @@ export function unsupported(verb: string, why: string): DenvError {
   return new DenvError("conflict", ProviderMessages.unsupportedVerb(PROVIDER, verb, why));
 }
 
-/** Every recorded sandbox's timeout set again (E2B kills a sandbox when it passes). */
+/** Every running recorded sandbox's timeout set again (E2B kills one when it passes; a paused one has none). */
 export async function renewTimeouts(host: E2bHost): Promise<void> {
   const { Sandbox } = await loadE2b();
   for (const rec of await host.records.environments()) {
+    if (rec.paused) continue;
     await Sandbox.setTimeout(rec.sandboxId, host.timeoutMs, host.api).catch((e: unknown) =>
       host.log(`${rec.id}: sandbox ${rec.sandboxId} not renewed: ${String(e)}`),
     );

@@ -30,6 +30,8 @@ export interface E2bEnvironmentRecord {
   parentVersion?: string;
   timings: { create_ms: number; probe_ms: number; total_ms: number };
   probe: EgressProbe | { skipped: string };
+  /** Stopped: the sandbox is paused (E2B's pause) until a start resumes it. */
+  paused?: boolean;
   /** Every process of the sandbox when it became ready ("pid:start time"): not the agent's. */
   baseline: string[];
   /** The verifier's tests, packed at deploy and kept on this host only (never in a sandbox). */

@@ -13,7 +13,7 @@ export function hostEnvironment(hostId: string, rec: E2bEnvironmentRecord): Host
     id: rec.id,
     project: rec.project,
     name: rec.name,
-    status: "running",
+    status: rec.paused ? "stopped" : "running",
     ...(rec.parentVersion ? { parent_version: rec.parentVersion } : {}),
     agent: rec.agent,
     services: [{ name: svc, container_id: rec.sandboxId, image: rec.image, image_id: rec.templateId }],

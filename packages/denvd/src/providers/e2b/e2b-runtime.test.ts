@@ -330,16 +330,48 @@ describe("E2bRuntime on the E2B double", { timeout: 60_000 }, () => {
     expect(images()).toEqual(before);
     expect(await rt.has("two/alpha")).toBe(false);
 
-    for (const [verb, call] of [
-      ["stop", () => rt.stop(ENV)],
-      ["start", () => rt.start(ENV)],
-      ["logs", () => rt.logs(ENV)],
-    ] as const) {
-      const r = await refusal(call());
-      expect(r.message).toMatch(
-        new RegExp(`^refused: ${verb} is not available on a host bridging to E2B \\(`),
-      );
+    expect((await refusal(rt.logs(ENV))).message).toMatch(
+      /^refused: logs is not available on a host bridging to E2B \(/,
+    );
+  });
+
+  it("stops an environment by E2B's pause and starts it by a resume, processes and files kept, probed again", async () => {
+    const sandboxId = (await rt.list()).environments.find((e) => e.id === ENV)?.services[0]?.container_id;
+    const paused = () =>
+      docker("inspect", "-f", "{{.State.Paused}}", server.sandboxes.get(sandboxId ?? "")?.containerId ?? "");
+    await rt.exec(ENV, { shell: "echo kept > kept.txt; setsid sleep 5151 >/dev/null 2>&1 </dev/null &" });
+    phases.length = 0;
+    const stopped = await rt.stop(ENV, { onPhase: recorder });
+    expect(stopped.status).toBe("stopped");
+    expect(phases).toEqual(["start stop", "end stop"]);
+    expect(paused()).toBe("true");
+    // Stopped: nothing runs in it, and a stop again changes nothing.
+    for (const call of [
+      () => rt.exec(ENV, { cmd: ["true"] }),
+      () => rt.getFiles(ENV, "/home/user/kept.txt"),
+      () => rt.snapshot(ENV),
+      () => rt.verify(ENV),
+    ]) {
+      expect((await refusal(call())).message).toBe(ProviderMessages.paused("E2B", ENV));
     }
+    expect((await rt.stop(ENV)).status).toBe("stopped");
+    expect((await rt.list()).environments.find((e) => e.id === ENV)?.status).toBe("stopped");
+
+    phases.length = 0;
+    const started = await rt.start(ENV, { onPhase: recorder });
+    expect(started.status).toBe("running");
+    expect(phases).toEqual(["start start", "end start", "end health", "start probe", "end probe"]);
+    expect(paused()).toBe("false");
+    const r = await rt.exec(ENV, {
+      shell:
+        "cat kept.txt; for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f; echo; done | grep -c '^sleep 5151'",
+    });
+    expect(r.stdout.toString()).toBe("kept\n1\n");
+    expect(started.evidence.probe).toMatchObject({ ok: true, findings: [] });
+    await rt.exec(ENV, {
+      shell:
+        "rm kept.txt; for d in /proc/[0-9]*; do grep -q '^sleep.5151' $d/cmdline 2>/dev/null && kill $(basename $d); done; true",
+    });
   });
 
   it("probes egress from inside the sandbox: no canary reached under E2B's policy; a sandbox allowed out is found reaching one", async () => {
@@ -410,6 +442,8 @@ describe("E2bRuntime on the E2B double", { timeout: 60_000 }, () => {
       ...opts,
       metadata: { [Labels.managed]: "true", [Labels.host]: "another-host" },
     });
+    // Paused, as a stop leaves a sandbox: gc lists paused ones too.
+    await stray.pause();
     try {
       expect(await rt.gc()).toEqual({ removed: [`sandbox ${stray.sandboxId}`] });
       expect(server.sandboxes.has(stray.sandboxId)).toBe(false);

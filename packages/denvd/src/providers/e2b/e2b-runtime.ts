@@ -19,10 +19,10 @@ import { Locks } from "../../runtime/locks.js";
 import { noPhases, type PhaseListener } from "../../runtime/phase-listener.js";
 import type { DeployRequest } from "../../runtime/runtime.js";
 import type { VerifyOptions } from "../../runtime/verify-environment.js";
-import { slug, templatePrefix } from "./build-template.js";
 import { checkPlan, PROVIDER } from "./check-plan.js";
 import { gc as collectGarbage, releaseAll, settle as settleCommand } from "./e2b-cleanup.js";
 import { type E2bHost, provider, renewTimeouts, unsupported } from "./e2b-host.js";
+import { captureVersion, pauseEnvironment, resumeEnvironment } from "./e2b-lifecycle.js";
 import {
   createEnvironment,
   createVerifierSandbox,
@@ -34,7 +34,6 @@ import { hostEnvironment, hostVersion } from "./e2b-reports.js";
 import { type E2bConnection, type E2bSandbox, loadE2b, sdkOptions } from "./e2b-sdk.js";
 import type { EgressCanary } from "./egress-probe.js";
 import { execInSandbox } from "./sandbox-exec.js";
-import { whileAgentHeld } from "./sandbox-processes.js";
 import { agentPrincipal, type SandboxUser } from "./sandbox-user.js";
 
 export interface E2bRuntimeOptions {
@@ -74,8 +73,8 @@ const verbs = async () => ({
  * one E2B sandbox from a template built of its one service, a version is an E2B snapshot of that
  * sandbox, and a fork a new sandbox from the snapshot, all through the official `e2b` SDK. What
  * E2B cannot do is refused in one line (ProviderMessages), never dropped: several services,
- * volumes, denv's own sandboxes, a verifier with an image of its own, stop/start, logs, and the
- * compose keys check-plan.ts names. The protections as they apply here: the agent is never root
+ * volumes, denv's own sandboxes, a verifier with an image of its own, logs, and the compose keys
+ * check-plan.ts names; stop and start are E2B's pause and resume (e2b-lifecycle.ts). The protections as they apply here: the agent is never root
  * (decided on the resolved uid, and no sudo or su without a password); the verifier runs after
  * the agent's processes were killed, on a fork, as its own uid in the fork's sandbox
  * (e2b-verify.ts); uploads and downloads pass denvd's special-file check; egress is E2B's network
@@ -281,38 +280,7 @@ export class E2bRuntime implements HostRuntime {
               .filter((v) => v.project === rec.project)
               .map((v) => v.number),
           );
-      const id = `${rec.project}@v${number}`;
-      if (await this.host.records.getVersion(id)) throw new DenvError("conflict", `version ${id} exists`);
-      const started = Date.now();
-      phase.start("capture layers");
-      // Named so that gc finds a snapshot a crash left unrecorded (names are unique: E2B adds a
-      // build to an existing name).
-      const snapshotName = `${templatePrefix(this.hostId)}${slug(rec.project, 24)}-v${number}-${newId()}`;
-      const { result: snap, held } = await provider(() =>
-        whileAgentHeld(sbx, rec.baseline, () => sbx.createSnapshot({ name: snapshotName })),
-      );
-      const took = Date.now() - started;
-      phase.end("capture layers", { committed: [rec.plan.agent.service] });
-      const v: E2bVersionRecord = {
-        id,
-        project: rec.project,
-        number,
-        snapshotId: snap.snapshotId,
-        sourceEnvironment: rec.id,
-        ...(rec.parentVersion ? { parentVersion: rec.parentVersion } : {}),
-        plan: rec.plan,
-        agent: rec.agent,
-        agentName: rec.agentName,
-        agentUid: rec.agentUid,
-        allowInternetAccess: rec.allowInternetAccess,
-        command,
-        ...(rec.testsTar ? { testsTar: rec.testsTar } : {}),
-        ...(rec.verifierTemplate ? { verifierTemplate: rec.verifierTemplate } : {}),
-        ...(held.length > 0 ? { agentProcesses: held } : {}),
-        timings: { snapshot_ms: took, total_ms: Date.now() - started },
-        createdAt: new Date(started).toISOString(),
-      };
-      await this.host.records.putVersion(v);
+      const v = await captureVersion(this.host, rec, sbx, { number, command, phase });
       return hostVersion(this.hostId, v);
     });
   }
@@ -363,11 +331,28 @@ export class E2bRuntime implements HostRuntime {
       opts,
     );
   }
-  async stop(_envId: string): Promise<HostEnvironment> {
-    throw unsupported("stop", "the runtime does not pause E2B sandboxes yet");
+  /** E2B's pause of the environment's sandbox (e2b-lifecycle.ts); a stopped one stays so. */
+  async stop(envId: string, opts: { onPhase?: PhaseListener } = {}): Promise<HostEnvironment> {
+    return this.locks.with(envId, async () => {
+      let rec = await this.requireEnvironment(envId);
+      if (!rec.paused) {
+        rec = await pauseEnvironment(this.host, rec, (await this.open(envId)).sbx, opts.onPhase ?? noPhases);
+        this.sandboxes.delete(envId);
+      }
+      return hostEnvironment(this.hostId, rec);
+    });
   }
-  async start(_envId: string): Promise<HostEnvironment> {
-    throw unsupported("start", "the runtime does not pause E2B sandboxes yet");
+  /** The sandbox resumed and probed (e2b-lifecycle.ts); a running one stays so. */
+  async start(envId: string, opts: { onPhase?: PhaseListener } = {}): Promise<HostEnvironment> {
+    return this.locks.with(envId, async () => {
+      let rec = await this.requireEnvironment(envId);
+      if (rec.paused) {
+        const resumed = await resumeEnvironment(this.host, rec, opts.onPhase ?? noPhases);
+        rec = resumed.rec;
+        this.sandboxes.set(envId, resumed.sbx);
+      }
+      return hostEnvironment(this.hostId, rec);
+    });
   }
   async logs(_envId: string): Promise<{ stdout: string; stderr: string }> {
     throw unsupported("logs", "a sandbox runs no service process of denv's to read the logs of");
@@ -434,9 +419,11 @@ export class E2bRuntime implements HostRuntime {
     return v;
   }
 
-  /** The environment's record and its sandbox, connected once and kept. */
+  /** The environment's record and its sandbox, connected once and kept; a stopped one refused. */
   private async open(envId: string): Promise<{ rec: E2bEnvironmentRecord; sbx: E2bSandbox }> {
     const rec = await this.requireEnvironment(envId);
+    // A connect would resume it: a stopped environment starts only when asked to.
+    if (rec.paused) throw new DenvError("conflict", ProviderMessages.paused(PROVIDER, rec.id));
     let sbx = this.sandboxes.get(envId);
     if (!sbx || sbx.sandboxId !== rec.sandboxId) {
       const { Sandbox } = await loadE2b();

@@ -15,6 +15,7 @@ import { EnvdFiles, homeOf } from "./e2b-files.js";
 export interface EnvdSandbox {
   containerId: string;
   envdAccessToken: string;
+  paused?: boolean;
   /** Who a call that names no user acts as ("user" if unset), and where its commands run. */
   user?: string;
   workdir?: string;
@@ -66,6 +67,9 @@ export class Envd {
     const rpc = url.pathname.startsWith("/process.") || url.pathname.startsWith("/filesystem.");
     // E2B's edge answers 502 for a sandbox that is gone; the SDK reads that as "not running".
     if (!sb) return this.fail(res, rpc, 502, new ConnectError("unavailable", `sandbox ${id} not found`));
+    // A paused sandbox's envd is frozen with it: E2B's edge answers as for one not running.
+    if (sb.paused)
+      return this.fail(res, rpc, 502, new ConnectError("unavailable", `sandbox ${id} is paused`));
     if (req.headers["x-access-token"] !== sb.envdAccessToken)
       return this.fail(res, rpc, 401, new ConnectError("unauthenticated", "invalid access token"));
     try {

@@ -60,6 +60,8 @@ export interface FakeSandbox {
   allowInternetAccess: boolean;
   startedAt: Date;
   endAt: Date;
+  /** Paused (E2B's pause: the container frozen, no timeout running) until a connect resumes it. */
+  paused?: boolean;
   /** The built template's name, user and workdir defaults, and resources, when it has them. */
   alias?: string;
   user?: string;
@@ -231,11 +233,28 @@ export class E2bServer {
           return send(204);
         }
         if (call === "POST /timeout") {
+          if (sb.paused) throw new ApiError(409, `sandbox "${id}" is paused`);
           this.schedule(sb, Number(body.timeout ?? DEFAULT_TIMEOUT_S));
           return send(204);
         }
+        if (call === "POST /pause") {
+          if (sb.paused) throw new ApiError(409, `sandbox "${id}" is already paused`);
+          await this.engine.call("POST", `/containers/${sb.containerId}/pause`);
+          clearTimeout(this.timers.get(sb.sandboxID));
+          this.timers.delete(sb.sandboxID);
+          sb.paused = true;
+          return send(204);
+        }
         if (call === "POST /v2/connect") {
-          const end = Date.now() + Number(body.timeout ?? 0) * 1000;
+          const seconds = Number(body.timeout ?? DEFAULT_TIMEOUT_S);
+          if (sb.paused) {
+            // A resume: the container goes on where it was frozen, with a new timeout.
+            await this.engine.call("POST", `/containers/${sb.containerId}/unpause`);
+            sb.paused = false;
+            this.schedule(sb, seconds);
+            return send(201, this.created(sb));
+          }
+          const end = Date.now() + seconds * 1000;
           if (end > sb.endAt.getTime()) this.schedule(sb, (end - Date.now()) / 1000);
           return send(200, this.created(sb));
         }
@@ -277,7 +296,7 @@ export class E2bServer {
       allowInternetAccess: sb.allowInternetAccess,
       startedAt: sb.startedAt.toISOString(),
       endAt: sb.endAt.toISOString(),
-      state: "running",
+      state: sb.paused ? "paused" : "running",
       cpuCount: sb.cpuCount ?? 2,
       memoryMB: sb.memoryMB ?? 512,
       diskSizeMB: 1024,
@@ -394,7 +413,7 @@ export class E2bServer {
     }
   }
 
-  /** A sandbox ends when its timeout passes, as E2B kills it then (no auto-pause here). */
+  /** A running sandbox ends when its timeout passes, as E2B kills it then (no auto-pause here). */
   private schedule(sb: FakeSandbox, seconds: number): void {
     clearTimeout(this.timers.get(sb.sandboxID));
     sb.endAt = new Date(Date.now() + seconds * 1000);
@@ -414,10 +433,11 @@ export class E2bServer {
 
   private list(q: URLSearchParams): { page: object[]; next?: string } {
     const wanted = new URLSearchParams(q.get("metadata") ?? "");
-    const states = (q.get("state") ?? "running,paused").split(",");
-    // Every sandbox here runs (nothing pauses), so only a filter without "running" hides them.
+    // The SDK sends `state` once per value; one comma-separated value is read as well.
+    const asked = q.getAll("state").flatMap((v) => v.split(","));
+    const states = asked.length > 0 ? asked : ["running", "paused"];
     const all = [...this.sandboxes.values()]
-      .filter(() => states.includes("running"))
+      .filter((sb) => states.includes(sb.paused ? "paused" : "running"))
       .filter((sb) => [...wanted].every(([k, v]) => sb.metadata[k] === v))
       .filter((sb) => !q.get("template") || sb.templateID === q.get("template"))
       .sort(
