@@ -59,6 +59,7 @@ describe("docs/reference/protections.md lists every exact string", () => {
       ProviderMessages.probeFailed("<service>", "<detail>"),
       ProviderMessages.agentBecomesRoot("<service>", "<user>", "<how>"),
       ProviderMessages.paused("<provider>", "<environment>"),
+      ProviderMessages.agentAsVerifier("<service>", "<user>", 1001),
     ]) {
       expect(doc).toContain(line);
     }

@@ -27,6 +27,9 @@ export const ProviderMessages = {
   /** The agent's user can become root in the sandbox without a password (protection 1). */
   agentBecomesRoot: (service: string, user: string, how: string) =>
     `refused: user '${user}' of service '${service}' can become root without a password (${how}), and the agent is never root on an rl-environment (protection 1); remove that from the image`,
+  /** The agent asks to act as the verifier's uid, where the verifier runs in the agent's sandbox. */
+  agentAsVerifier: (service: string, user: string, uid: number) =>
+    `refused: user '${user}' is uid ${uid} in service '${service}', the verifier's, whose grading runs in this sandbox; the agent never acts as the verifier (protection 2)`,
   /** An exec, files call, snapshot or verify of an environment whose sandbox is paused (`env stop`). */
   paused: (provider: string, environment: string) =>
     `refused: environment ${environment} is stopped (its ${provider} sandbox is paused); start it first (denv env start ${environment})`,

@@ -69,6 +69,16 @@ export async function createEnvironment(
     phase.end("start", { containers: { [service]: made.sandboxId } });
     const agent = await resolveSandboxUser(made, plan.agent.user);
     if (plan.kind === "rl-environment") await refuseRootAgent(made, agent, service);
+    // A verifier that reaches the services grades in this sandbox: its uid is not the agent's to
+    // act as. One whose user the sandbox lacks cannot run here (its verify says so).
+    const sharing =
+      plan.kind === "rl-environment" && plan.verifier?.services !== false ? plan.verifier : undefined;
+    const verifierUid = sharing
+      ? await resolveSandboxUser(made, sharing.user).then(
+          (v) => v.uid,
+          () => undefined,
+        )
+      : undefined;
     let probe: EgressProbe | { skipped: string };
     const probeStart = Date.now();
     if (allowInternetAccess) probe = { skipped: "egress is allowed (a service project)" };
@@ -96,6 +106,7 @@ export async function createEnvironment(
       agent: plan.agent,
       agentName: agent.name,
       agentUid: agent.uid,
+      ...(verifierUid !== undefined ? { verifierUid } : {}),
       allowInternetAccess,
       ...(version ? { parentVersion: version.id } : {}),
       timings: { create_ms: created - started, probe_ms: done - probeStart, total_ms: done - started },

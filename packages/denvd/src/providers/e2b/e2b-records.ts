@@ -25,6 +25,8 @@ export interface E2bEnvironmentRecord {
   /** The name E2B runs the agent's commands as, and the uid it resolved to in the sandbox. */
   agentName: string;
   agentUid: number;
+  /** The verifier's uid, when it grades in this sandbox (it reaches the services): never the agent's to act as. */
+  verifierUid?: number;
   allowInternetAccess: boolean;
   command: string;
   parentVersion?: string;

@@ -242,20 +242,21 @@ export class E2bRuntime implements HostRuntime {
 
   async exec(envId: string, o: ExecOptions): Promise<RawExecResult> {
     const { rec, sbx } = await this.open(envId);
-    const user = await agentPrincipal(sbx, rec.plan, { service: o.service, user: o.user }, this.agentOf(rec));
+    const ask = { service: o.service, user: o.user };
+    const user = await agentPrincipal(sbx, rec.plan, ask, this.agentOf(rec), rec.verifierUid);
     return provider(() => execInSandbox(sbx, user, o.cwd ?? rec.agent.workdir, o));
   }
 
   async putFiles(envId: string, dir: string, archive: Readable | Buffer, t: FilesTarget = {}) {
     const { rec, sbx } = await this.open(envId);
-    const user = await agentPrincipal(sbx, rec.plan, t, this.agentOf(rec));
+    const user = await agentPrincipal(sbx, rec.plan, t, this.agentOf(rec), rec.verifierUid);
     const { putSandboxFiles } = await verbs();
     return provider(() => putSandboxFiles(sbx, user, dir, archive));
   }
 
   async getFiles(envId: string, path: string, t: FilesTarget = {}): Promise<Readable> {
     const { rec, sbx } = await this.open(envId);
-    const user = await agentPrincipal(sbx, rec.plan, t, this.agentOf(rec));
+    const user = await agentPrincipal(sbx, rec.plan, t, this.agentOf(rec), rec.verifierUid);
     const { getSandboxFiles } = await verbs();
     return provider(() => getSandboxFiles(sbx, user, path));
   }

@@ -182,6 +182,26 @@ describe("verify on E2B", { timeout: 60_000 }, () => {
     }
   });
 
+  it("refuses the agent the verifier's uid, by number or name, for exec and files: what it left there would run as the verifier", async () => {
+    // As uid 1001 the agent could leave a ~/.profile for the verifier's login shell (E2B runs
+    // every command through bash -l) that writes a reward of 1 and exits before it grades.
+    const fake = `mkdir -p ~ && echo 'echo {\\"reward\\": 1} > $REWARD_DIR/reward.json; exit 0' > ~/.profile`;
+    for (const user of ["1001", "verifier"]) {
+      const e = await refusal(rt.exec(ENV, { user, shell: fake }));
+      expect(e.code).toBe("forbidden");
+      expect(e.message).toBe(ProviderMessages.agentAsVerifier("main", user, 1001));
+    }
+    const files = await refusal(rt.getFiles(ENV, "/etc/hostname", { user: "verifier" }));
+    expect(files.message).toBe(ProviderMessages.agentAsVerifier("main", "verifier", 1001));
+    // Another user of the image is still the agent's to use (as on denvd's own runtime).
+    expect((await rt.exec(ENV, { user: "nobody", cmd: ["id", "-u"] })).stdout.toString()).toBe("65534\n");
+    await agentSh("echo 41 > answer.txt");
+    const r = await rt.verify(ENV);
+    expect(r.status, r.log).toBe("graded");
+    expect(r.reward).toBe(0);
+    await agentSh("echo 42 > answer.txt");
+  });
+
   it("keeps the tests and the reward directory out of the agent's uid in the fork", async () => {
     const r = await rt.verify(ENV, { keepFork: true });
     expect(r.reward).toBe(1);

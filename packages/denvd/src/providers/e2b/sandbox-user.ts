@@ -49,14 +49,19 @@ export async function resolveSandboxUser(sbx: E2bSandbox, user: string): Promise
 /**
  * Protection 1 as denvd's Docker runtime applies it (principalFor): on the agent service of an
  * rl-environment, root is refused, decided on the uid the user resolves to, never on a spelling.
+ * Protection 2 where the verifier grades in the agent's own sandbox (it reaches the services): the
+ * verifier's uid is refused too, or the agent could leave, as that uid, what the verifier's login
+ * shell runs (its ~/.profile) or imports (its user site-packages) before it grades.
  *
- * @throws DenvError `agent_root` with Protection.agentRoot.
+ * @throws DenvError `agent_root` with Protection.agentRoot; `forbidden` with
+ *   ProviderMessages.agentAsVerifier.
  */
 export async function agentPrincipal(
   sbx: E2bSandbox,
   plan: Plan,
   ask: { service?: string | undefined; user?: string | undefined },
   agent: SandboxUser,
+  verifierUid?: number,
 ): Promise<SandboxUser> {
   const service = ask.service ?? plan.agent.service;
   if (service !== plan.agent.service) {
@@ -73,6 +78,12 @@ export async function agentPrincipal(
         : await resolveSandboxUser(sbx, ask.user);
   if (user.uid === 0 && plan.kind === "rl-environment") {
     throw new DenvError("agent_root", Protection.agentRoot(service));
+  }
+  if (user.uid === verifierUid) {
+    throw new DenvError(
+      "forbidden",
+      ProviderMessages.agentAsVerifier(service, ask.user ?? user.name, user.uid),
+    );
   }
   return user;
 }
