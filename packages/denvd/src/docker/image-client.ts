@@ -6,6 +6,13 @@ import { engineError, labelFilter, statusOf } from "./engine-error.js";
 import type { EngineHttp, LazyDocker } from "./engine-http.js";
 import type { ImageInfo, ManagedObject } from "./engine-types.js";
 
+/** An image as a list of labelled ones gives it: untagged ones (a build that lost its tag) say so. */
+export interface ManagedImage extends ManagedObject {
+  tagged: boolean;
+  /** Seconds since the epoch. */
+  created: number;
+}
+
 /** Images: inspect, build, commit, squash, tag, list, remove. */
 export class ImageClient {
   constructor(
@@ -144,11 +151,35 @@ export class ImageClient {
     }
   }
 
-  async list(labels: Record<string, string>): Promise<ManagedObject[]> {
+  async list(labels: Record<string, string>): Promise<ManagedImage[]> {
     const list = await this.http.get<Docker.ImageInfo[]>("/images/json", {
       filters: { label: labelFilter(labels) },
     });
-    return list.map((i) => ({ id: i.Id, name: i.RepoTags?.[0] ?? i.Id, labels: i.Labels ?? {} }));
+    return list.map((i) => {
+      const tags = (i.RepoTags ?? []).filter((t) => t !== "<none>:<none>");
+      return {
+        id: i.Id,
+        name: tags[0] ?? i.Id,
+        labels: i.Labels ?? {},
+        tagged: tags.length > 0,
+        created: i.Created,
+      };
+    });
+  }
+
+  /**
+   * Removes an image that nothing uses: the engine keeps one a container (running or not) was
+   * made from (409), and so does this call, without force. True when it was removed or was gone.
+   */
+  async removeUnused(id: string): Promise<boolean> {
+    try {
+      await this.api().getImage(id).remove({ force: false, noprune: false });
+      return true;
+    } catch (err) {
+      if (statusOf(err) === 404) return true;
+      if (statusOf(err) === 409) return false;
+      throw engineError(err, `remove image ${id}`);
+    }
   }
 
   /** Commits a container's writable layer. `pause: false` because the caller froze it already. */

@@ -5,7 +5,8 @@ import type { HostContext } from "./host-context.js";
 
 /**
  * Reconciles Docker with this host's records: removes every container, network, volume,
- * firewall rule, store directory and version image carrying this host's id that no record owns.
+ * firewall rule, store directory and version image carrying this host's id that no record owns,
+ * and its builds that lost their tag to a newer build and that nothing uses.
  */
 export async function collectGarbage(ctx: HostContext): Promise<{ removed: string[] }> {
   const { docker, store } = ctx;
@@ -69,6 +70,19 @@ export async function collectGarbage(ctx: HostContext): Promise<{ removed: strin
       await docker.images.remove(img.id);
       removed.push(`image ${img.name}`);
     }
+  }
+  // A build that a newer build of its project took the tag from, once no environment or version of
+  // this host uses it and no deploy can still be about to (settings.buildGraceS); an image a container
+  // was made from stays (the engine refuses to remove it without force).
+  const used = new Set([
+    ...versionImages,
+    ...envs.flatMap((e) => Object.values(e.images).map((i) => i.imageId)),
+  ]);
+  const before = Date.now() / 1000 - ctx.settings.buildGraceS;
+  for (const img of await docker.images.list({ ...own, [Labels.role]: "build" })) {
+    if (img.tagged || used.has(img.id) || img.created > before) continue;
+    if (await docker.images.removeUnused(img.id))
+      removed.push(`image ${img.id.slice(0, 19)} (an untagged build)`);
   }
   // Versions received from another host carry that host's labels, and this host's own tag.
   const received = `denv-version/${ctx.hostId}-`;

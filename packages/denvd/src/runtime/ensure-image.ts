@@ -54,7 +54,13 @@ export async function ensureImage(
         args: { ...build.args, ...place?.buildArgs },
         target: build.target,
         network: place?.network,
-        labels: { [Labels.managed]: "true", [Labels.project]: project, [Labels.role]: "build" },
+        // The host's id: its gc removes the builds that lost their tag to a newer one (collect-garbage.ts).
+        labels: {
+          [Labels.managed]: "true",
+          [Labels.host]: ctx.hostId,
+          [Labels.project]: project,
+          [Labels.role]: "build",
+        },
       },
       (line) => ctx.log(line.trimEnd()),
     );

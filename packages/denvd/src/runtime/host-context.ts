@@ -34,6 +34,8 @@ export interface RuntimeOptions {
   buildMirrors?: string[];
   /** The engine's runtime for x-denv.agent.sandbox: gvisor (default runsc). */
   gvisorRuntime?: string;
+  /** How old an untagged build of this host must be before gc removes it (default 600 s). */
+  buildGraceS?: number;
 }
 
 /** The tunables of a host, defaults filled in. */
@@ -44,6 +46,7 @@ export interface HostSettings {
   beforeProbe: ((env: EnvironmentRecord) => Promise<void>) | undefined;
   buildMirrors: readonly string[];
   gvisorRuntime: string;
+  buildGraceS: number;
 }
 
 const DEFAULTS = {
@@ -52,6 +55,8 @@ const DEFAULTS = {
   subnetPool: "10.213.0.0/16",
   squashThreshold: 100,
   healthTimeoutMs: 120_000,
+  // A deploy uses its build within this; an untagged build older than it is garbage.
+  buildGraceS: 600,
 };
 
 /**
@@ -112,6 +117,7 @@ export async function openHostContext(options: RuntimeOptions): Promise<HostCont
       subnetPool: options.subnetPool ?? DEFAULTS.subnetPool,
       squashThreshold: options.squashThreshold ?? DEFAULTS.squashThreshold,
       healthTimeoutMs: options.healthTimeoutMs ?? DEFAULTS.healthTimeoutMs,
+      buildGraceS: options.buildGraceS ?? DEFAULTS.buildGraceS,
       beforeProbe: options.beforeProbe,
       buildMirrors: options.buildMirrors ?? (await hostMirrors()),
       gvisorRuntime: options.gvisorRuntime ?? "runsc",
