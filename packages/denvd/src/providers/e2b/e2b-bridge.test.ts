@@ -1,14 +1,13 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
-import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { HostRefusals, Protection, ProviderMessages } from "@denv/spec";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildDenvd, DENVD_MAIN, denvd, projectTar, REPO } from "../../agent/testing/agent-harness.js";
 import { FakeCp } from "../../agent/testing/fake-cp.js";
-import { E2bServer } from "./testing/e2b-server.js";
+import { type E2bDouble, startE2bDouble } from "./testing/e2b-double.js";
+import type { E2bServer } from "./testing/e2b-server.js";
 
 /**
  * The denvd binary as a bridge to E2B (`denvd run --provider e2b`), as an operator starts it:
@@ -18,8 +17,6 @@ import { E2bServer } from "./testing/e2b-server.js";
  * the agent, a snapshot and a fork of it, destroy and version delete; and what E2B cannot do is
  * refused in one line. Contacts only 127.0.0.1 and containers the double made.
  */
-const API_KEY = `e2b_${randomBytes(20).toString("hex")}`;
-
 const PROJECT = {
   "compose.yaml": `services:
   main:
@@ -34,22 +31,17 @@ x-denv:
 };
 
 describe("denvd run --provider e2b", { timeout: 120_000 }, () => {
+  let double: E2bDouble;
   let server: E2bServer;
   let cp: FakeCp;
-  let canary: Server;
   let bridge: ChildProcess | undefined;
   let stderr = "";
   let stateDir = "";
 
   beforeAll(async () => {
     await buildDenvd();
-    server = await new E2bServer({
-      apiKey: API_KEY,
-      templates: {},
-      baseImages: { "debian:bookworm-slim": "debian:bookworm-slim" },
-    }).start();
-    canary = createServer((s) => s.destroy());
-    await new Promise<void>((r) => canary.listen(0, "127.0.0.1", r));
+    double = await startE2bDouble();
+    server = double.server;
     cp = await FakeCp.start();
     stateDir = await mkdtemp(join(tmpdir(), "denvd-e2b-bridge-"));
     const joined = await denvd(["join", "--url", cp.url, "--token", cp.token, "--state-dir", stateDir]);
@@ -58,10 +50,10 @@ describe("denvd run --provider e2b", { timeout: 120_000 }, () => {
       cwd: REPO,
       env: {
         PATH: "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-        DENVD_PROVIDER_API_KEY: API_KEY,
-        DENVD_PROVIDER_API_URL: server.apiUrl,
-        DENVD_PROVIDER_SANDBOX_URL: server.sandboxUrl,
-        DENVD_PROVIDER_CANARIES: `127.0.0.1:${(canary.address() as { port: number }).port}`,
+        DENVD_PROVIDER_API_KEY: double.connection.apiKey,
+        DENVD_PROVIDER_API_URL: double.connection.apiUrl,
+        DENVD_PROVIDER_SANDBOX_URL: double.connection.sandboxUrl,
+        DENVD_PROVIDER_CANARIES: `${double.canary.host}:${double.canary.port}`,
       },
       stdio: ["ignore", "ignore", "pipe"],
     });
@@ -78,8 +70,7 @@ describe("denvd run --provider e2b", { timeout: 120_000 }, () => {
       await exited;
     }
     await cp?.close();
-    await new Promise<void>((r) => (canary ? canary.close(() => r()) : r()));
-    await server?.close();
+    await double?.close();
     if (stateDir) await rm(stateDir, { recursive: true, force: true });
   }, 60_000);
 

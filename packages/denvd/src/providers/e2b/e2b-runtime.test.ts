@@ -1,7 +1,6 @@
 import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
-import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { buffer } from "node:stream/consumers";
@@ -20,22 +19,21 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { packEntries } from "../../files/tar-pack.js";
 import type { PhaseListener } from "../../runtime/phase-listener.js";
 import { E2bRuntime } from "./e2b-runtime.js";
-import { E2bServer } from "./testing/e2b-server.js";
+import { type E2bDouble, startE2bDouble } from "./testing/e2b-double.js";
+import type { E2bServer } from "./testing/e2b-server.js";
 
 /**
  * E2bRuntime against the E2B test double (real containers on this machine's engine, driven by
  * the real `e2b` SDK). Images come from debian:bookworm-slim, local, never pulled; the only
  * addresses anything connects to are 127.0.0.1 and containers this test made.
  */
-const API_KEY = `e2b_${randomBytes(20).toString("hex")}`;
 const HOST = `h${randomBytes(3).toString("hex")}`;
 const docker = (...args: string[]) => execFileSync("docker", args, { encoding: "utf8" }).trim();
 
+let double: E2bDouble;
 let server: E2bServer;
 let rt: E2bRuntime;
 let dir: string;
-let hostCanary: Server;
-let hostCanaryHits = 0;
 let canarySandbox: Sandbox;
 let opts: { apiKey: string; apiUrl: string; sandboxUrl: string };
 
@@ -84,18 +82,10 @@ x-denv:
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "denv-e2b-runtime-"));
-  server = await new E2bServer({
-    apiKey: API_KEY,
-    // The canary sandbox the egress test listens in (debian's root; no template build needed).
-    templates: { canary: "debian:bookworm-slim" },
-    baseImages: { "debian:bookworm-slim": "debian:bookworm-slim" },
-  }).start();
-  opts = { apiKey: API_KEY, apiUrl: server.apiUrl, sandboxUrl: server.sandboxUrl };
-  hostCanary = createServer((s) => {
-    hostCanaryHits += 1;
-    s.destroy();
-  });
-  await new Promise<void>((r) => hostCanary.listen(0, "127.0.0.1", r));
+  // The canary sandbox the egress test listens in (debian's root; no template build needed).
+  double = await startE2bDouble({ templates: { canary: "debian:bookworm-slim" } });
+  server = double.server;
+  opts = double.connection;
   // A listener in a sandbox on the double's open network: one a sandbox without internet access
   // must not reach, and one that a sandbox with it does (the probe is not blind).
   canarySandbox = await Sandbox.create("canary", opts);
@@ -113,10 +103,7 @@ beforeAll(async () => {
     hostId: HOST,
     stateDir: join(dir, "state"),
     connection: opts,
-    egressCanaries: [
-      { host: "127.0.0.1", port: (hostCanary.address() as { port: number }).port },
-      { host: canaryIp, port: 7777 },
-    ],
+    egressCanaries: [double.canary, { host: canaryIp, port: 7777 }],
   });
   await rt.deploy({
     project: "shop",
@@ -128,13 +115,9 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await rt?.close();
-  await new Promise<void>((r) => (hostCanary ? hostCanary.close(() => r()) : r()));
-  await server?.close();
+  await double?.close();
   await rm(dir, { recursive: true, force: true });
-  for (const kind of ["ps -a", "network ls", "image ls -a"]) {
-    const left = docker(...kind.split(" "), "-q", "--filter", `label=ai.denv.e2b.server=${server?.id}`);
-    expect(left, `docker ${kind} still lists what the test made`).toBe("");
-  }
+  expect(double?.leftovers(), "what the test made at the double").toEqual([]);
 }, 60_000);
 
 describe("E2bRuntime on the E2B double", { timeout: 60_000 }, () => {
@@ -384,7 +367,7 @@ describe("E2bRuntime on the E2B double", { timeout: 60_000 }, () => {
       reject_rule: false,
     });
     expect(probe.services[0]).toMatchObject({ service: "main", canary_reached: false });
-    expect(hostCanaryHits).toBe(0);
+    expect(double.canary.hits()).toBe(0);
 
     // A service project may allow egress: its sandbox is on the open network, and the same probe
     // reaches the canary sandbox there and says so.

@@ -1,14 +1,13 @@
-import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
-import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DenvError, Protection, ProviderMessages, SpecialFileReasons } from "@denv/spec";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { E2bRuntime } from "./e2b-runtime.js";
 import { processBaseline } from "./sandbox-processes.js";
-import { E2bServer } from "./testing/e2b-server.js";
+import { type E2bDouble, startE2bDouble } from "./testing/e2b-double.js";
+import type { E2bServer } from "./testing/e2b-server.js";
 
 /**
  * Verify on E2B (protection 2 in one sandbox) against the E2B double, driven by the real `e2b`
@@ -18,13 +17,11 @@ import { E2bServer } from "./testing/e2b-server.js";
  * come from debian:bookworm-slim, never pulled; nothing connects beyond 127.0.0.1 and the test's
  * own containers.
  */
-const API_KEY = `e2b_${randomBytes(20).toString("hex")}`;
-const docker = (...args: string[]) => execFileSync("docker", args, { encoding: "utf8" }).trim();
 
+let double: E2bDouble;
 let server: E2bServer;
 let rt: E2bRuntime;
 let dir: string;
-let canary: Server;
 const ENV = "graded/alpha";
 
 const DOCKERFILE = `FROM debian:bookworm-slim
@@ -83,30 +80,22 @@ const agentSh = (shell: string) => rt.exec(ENV, { shell });
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "denv-e2b-verify-"));
-  server = await new E2bServer({
-    apiKey: API_KEY,
-    baseImages: { "debian:bookworm-slim": "debian:bookworm-slim" },
-  }).start();
-  canary = createServer((s) => s.destroy());
-  await new Promise<void>((r) => canary.listen(0, "127.0.0.1", r));
+  double = await startE2bDouble();
+  server = double.server;
   rt = await E2bRuntime.open({
     hostId: `h${randomBytes(3).toString("hex")}`,
     stateDir: join(dir, "state"),
-    connection: { apiKey: API_KEY, apiUrl: server.apiUrl, sandboxUrl: server.sandboxUrl },
-    egressCanaries: [{ host: "127.0.0.1", port: (canary.address() as { port: number }).port }],
+    connection: double.connection,
+    egressCanaries: [double.canary],
   });
   await rt.deploy({ project: "graded", projectDir: await project("graded", compose(VERIFIER)) });
 }, 120_000);
 
 afterAll(async () => {
   await rt?.close();
-  await new Promise<void>((r) => (canary ? canary.close(() => r()) : r()));
-  await server?.close();
+  await double?.close();
   await rm(dir, { recursive: true, force: true });
-  for (const kind of ["ps -a", "network ls", "image ls -a"]) {
-    const left = docker(...kind.split(" "), "-q", "--filter", `label=ai.denv.e2b.server=${server?.id}`);
-    expect(left, `docker ${kind} still lists what the test made`).toBe("");
-  }
+  expect(double?.leftovers(), "what the test made at the double").toEqual([]);
 }, 60_000);
 
 describe("verify on E2B", { timeout: 60_000 }, () => {
@@ -161,11 +150,7 @@ describe("verify on E2B", { timeout: 60_000 }, () => {
     const envRec = JSON.parse(
       await readFile(join(dir, "state", "e2b", "environments", `${encodeURIComponent(ENV)}.json`), "utf8"),
     ) as { sandboxId: string; baseline: string[] };
-    const sbx = await Sandbox.connect(envRec.sandboxId, {
-      apiKey: API_KEY,
-      apiUrl: server.apiUrl,
-      sandboxUrl: server.sandboxUrl,
-    });
+    const sbx = await Sandbox.connect(envRec.sandboxId, double.connection);
     const baseline = await processBaseline(sbx, rec.agentProcesses);
     expect(baseline).not.toContain(running);
     expect(baseline).toEqual(expect.arrayContaining(envRec.baseline));
