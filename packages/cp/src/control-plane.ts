@@ -74,7 +74,11 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
   await mkdir(config.dataDir, { recursive: true, mode: 0o700 });
   const spoolDir = join(config.dataDir, "spool");
 
-  const { store, hostList, hostLoad } = watchHosts(await openStore(paths.databaseUrl));
+  const { store, hostList, hostLoad } = watchHosts(
+    await openStore(paths.databaseUrl, {
+      onConnectionError: (err) => log.warn("database connection lost", { error: errorMessage(err) }),
+    }),
+  );
   // The hub is the hosts' lifecycle and the hosts close the hub's streams: a late-bound call.
   const hosts = new HostService(store, hostList, log, (id, reason) => hub.disconnect(id, reason));
   const hub = new HostHub({

@@ -7,13 +7,22 @@ import { KyselyStore } from "./kysely-store.js";
 import type { Database } from "./schema.js";
 import type { Store } from "./store.js";
 
+export interface OpenStoreOptions {
+  /**
+   * An idle PostgreSQL connection the server ended (a restart, a failover, an admin's
+   * pg_terminate_backend): the pool drops it and the next query connects again. Without a
+   * listener, the pool's error event would end the process.
+   */
+  onConnectionError?: (err: Error) => void;
+}
+
 /**
  * Opens the store named by `databaseUrl`: `postgres://` / `postgresql://` URLs use a pg Pool,
  * anything else is a SQLite file path (WAL, so readers never wait for the writer). Migrates
  * before returning.
  */
-export async function openStore(databaseUrl: string): Promise<Store> {
-  const store = new KyselyStore(new Kysely<Database>({ dialect: dialectFor(databaseUrl) }));
+export async function openStore(databaseUrl: string, o: OpenStoreOptions = {}): Promise<Store> {
+  const store = new KyselyStore(new Kysely<Database>({ dialect: dialectFor(databaseUrl, o) }));
   try {
     await store.migrate();
   } catch (err) {
@@ -23,9 +32,11 @@ export async function openStore(databaseUrl: string): Promise<Store> {
   return store;
 }
 
-function dialectFor(databaseUrl: string): SqliteDialect | PostgresDialect {
+function dialectFor(databaseUrl: string, o: OpenStoreOptions): SqliteDialect | PostgresDialect {
   if (/^postgres(ql)?:\/\//.test(databaseUrl)) {
-    return new PostgresDialect({ pool: new pg.Pool({ connectionString: databaseUrl, max: 10 }) });
+    const pool = new pg.Pool({ connectionString: databaseUrl, max: 10 });
+    pool.on("error", (err) => o.onConnectionError?.(err));
+    return new PostgresDialect({ pool });
   }
   const path = databaseUrl.replace(/^sqlite:(\/\/)?/, "");
   if (path !== ":memory:") mkdirSync(dirname(path), { recursive: true });
