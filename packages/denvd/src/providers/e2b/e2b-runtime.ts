@@ -74,12 +74,13 @@ const verbs = async () => ({
  * sandbox, and a fork a new sandbox from the snapshot, all through the official `e2b` SDK. What
  * E2B cannot do is refused in one line (ProviderMessages), never dropped: several services,
  * volumes, denv's own sandboxes, a verifier with an image of its own, logs, and the compose keys
- * check-plan.ts names; stop and start are E2B's pause and resume (e2b-lifecycle.ts). The protections as they apply here: the agent is never root
- * (decided on the resolved uid, and no sudo or su without a password); the verifier runs after
- * the agent's processes were killed, on a fork, as its own uid in the fork's sandbox
- * (e2b-verify.ts); uploads and downloads pass denvd's special-file check; egress is E2B's network
- * policy (`allowInternetAccess: false`), probed from inside the sandbox against the configured
- * canaries. Memory and cpu caps are the template's; E2B has no pid cap nor no-new-privileges of
+ * check-plan.ts names; stop and start are E2B's pause and resume (e2b-lifecycle.ts). The
+ * protections as they apply here: the agent is never root (decided on the resolved uid, and no
+ * sudo or su without a password, nor the verifier's uid where it grades in the agent's
+ * sandbox); the verifier runs after the agent's processes were killed, on a fork, as its own uid
+ * in the fork's sandbox (e2b-verify.ts); uploads and downloads pass denvd's special-file check;
+ * egress is E2B's network policy (`allowInternetAccess: false`), probed from inside the sandbox
+ * against the configured canaries. Memory and cpu caps are the template's; E2B has no pid cap nor no-new-privileges of
  * denv's. `release` gives back everything the host made at E2B when its target is removed.
  */
 export class E2bRuntime implements HostRuntime {
