@@ -3,6 +3,7 @@ import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
+import { Labels } from "@denv/spec/labels";
 import { run } from "../host/run.js";
 import type { RuntimeOptions } from "../runtime/host-context.js";
 import { Runtime } from "../runtime/runtime.js";
@@ -25,6 +26,11 @@ export async function openTestRuntime(
       await rt.deleteVersion(v.id).catch(() => undefined);
     }
     await rt.gc();
+    // The host goes with the test file, and so do its builds: left behind, the next test host's
+    // build of the project would take their tag and leave them untagged for good.
+    const builds = { [Labels.managed]: "true", [Labels.host]: hostId, [Labels.role]: "build" };
+    for (const img of await rt.host.docker.images.list(builds))
+      await rt.host.docker.images.removeUnused(img.id);
     await close();
     await run("umount", [join(stateDir, "store", "btrfs")]);
     await rm(stateDir, { recursive: true, force: true });
