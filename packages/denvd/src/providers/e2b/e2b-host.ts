@@ -1,7 +1,7 @@
 import { DenvError, ProviderMessages } from "@denv/spec";
 import { PROVIDER } from "./check-plan.js";
 import type { E2bRecords } from "./e2b-records.js";
-import { loadE2b, type sdkOptions } from "./e2b-sdk.js";
+import { type E2bSandbox, loadE2b, type sdkOptions } from "./e2b-sdk.js";
 import type { EgressCanary } from "./egress-probe.js";
 
 /** What the E2B runtime's parts share: who the host is, how it reaches E2B, what it records. */
@@ -33,6 +33,12 @@ export async function provider<T>(fn: () => Promise<T>): Promise<T> {
     if (err instanceof sdk.FileNotFoundError) throw new DenvError("not_found", `${PROVIDER}: ${message}`);
     throw new DenvError("docker", `${PROVIDER}: ${message}`);
   }
+}
+
+/** The SDK connected to a recorded sandbox (a paused one is resumed), with the host's timeout. */
+export async function connectSandbox(host: E2bHost, sandboxId: string): Promise<E2bSandbox> {
+  const { Sandbox } = await loadE2b();
+  return provider(() => Sandbox.connect(sandboxId, { ...host.api, timeoutMs: host.timeoutMs }));
 }
 
 /** A verb this runtime does not do, refused in one line. */

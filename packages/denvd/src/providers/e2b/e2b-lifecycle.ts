@@ -2,10 +2,10 @@ import { randomBytes } from "node:crypto";
 import { DenvError, type EgressProbe, Protection } from "@denv/spec";
 import type { PhaseListener } from "../../runtime/phase-listener.js";
 import { slug, templatePrefix } from "./build-template.js";
-import { type E2bHost, provider } from "./e2b-host.js";
+import { connectSandbox, type E2bHost, provider } from "./e2b-host.js";
 import { probeEgress } from "./e2b-materialize.js";
 import type { E2bEnvironmentRecord, E2bVersionRecord } from "./e2b-records.js";
-import { type E2bSandbox, loadE2b } from "./e2b-sdk.js";
+import type { E2bSandbox } from "./e2b-sdk.js";
 import { whileAgentHeld } from "./sandbox-processes.js";
 
 /**
@@ -87,12 +87,9 @@ export async function resumeEnvironment(
   rec: E2bEnvironmentRecord,
   phase: PhaseListener,
 ): Promise<{ rec: E2bEnvironmentRecord; sbx: E2bSandbox }> {
-  const { Sandbox } = await loadE2b();
   const service = rec.plan.agent.service;
   phase.start("start");
-  const sbx = await provider(() =>
-    Sandbox.connect(rec.sandboxId, { ...host.api, timeoutMs: host.timeoutMs }),
-  );
+  const sbx = await connectSandbox(host, rec.sandboxId);
   phase.end("start", { containers: { [service]: rec.sandboxId } }, "health");
   // A resume restores the processes as they were: the ready check passed when the sandbox was made.
   phase.end("health", { services: [service] });

@@ -7,7 +7,7 @@ import { METHOD } from "./e2b-reports.js";
 import { type E2bSandbox, loadE2b } from "./e2b-sdk.js";
 import { probeSandboxEgress } from "./egress-probe.js";
 import { processBaseline, resumeProcesses } from "./sandbox-processes.js";
-import { refuseRootAgent, resolveSandboxUser, type SandboxUser } from "./sandbox-user.js";
+import { lookupUser, readPasswd, refuseRootAgent, type SandboxUser } from "./sandbox-user.js";
 
 /** What an environment is before it has a sandbox. */
 export interface EnvironmentBase {
@@ -67,18 +67,14 @@ export async function createEnvironment(
     const info = await made.getInfo();
     if (version) phase.end("restore", { version: version.id, method: METHOD }, "start");
     phase.end("start", { containers: { [service]: made.sandboxId } });
-    const agent = await resolveSandboxUser(made, plan.agent.user);
+    const passwd = await readPasswd(made);
+    const agent = lookupUser(passwd, plan.agent.user);
     if (plan.kind === "rl-environment") await refuseRootAgent(made, agent, service);
     // A verifier that reaches the services grades in this sandbox: its uid is not the agent's to
     // act as. One whose user the sandbox lacks cannot run here (its verify says so).
     const sharing =
       plan.kind === "rl-environment" && plan.verifier?.services !== false ? plan.verifier : undefined;
-    const verifierUid = sharing
-      ? await resolveSandboxUser(made, sharing.user).then(
-          (v) => v.uid,
-          () => undefined,
-        )
-      : undefined;
+    const verifierUid = sharing ? uidOf(passwd, sharing.user) : undefined;
     let probe: EgressProbe | { skipped: string };
     const probeStart = Date.now();
     if (allowInternetAccess) probe = { skipped: "egress is allowed (a service project)" };
@@ -175,5 +171,14 @@ export async function createVerifierSandbox(
   } catch (err) {
     host.inFlight.delete(own);
     throw err;
+  }
+}
+
+/** The uid `user` has in the passwd, or undefined when it has none there. */
+function uidOf(passwd: string, user: string): number | undefined {
+  try {
+    return lookupUser(passwd, user).uid;
+  } catch {
+    return undefined;
   }
 }

@@ -21,7 +21,7 @@ import type { DeployRequest } from "../../runtime/runtime.js";
 import type { VerifyOptions } from "../../runtime/verify-environment.js";
 import { checkPlan, PROVIDER } from "./check-plan.js";
 import { gc as collectGarbage, releaseAll, settle as settleCommand } from "./e2b-cleanup.js";
-import { type E2bHost, provider, renewTimeouts, unsupported } from "./e2b-host.js";
+import { connectSandbox, type E2bHost, provider, renewTimeouts, unsupported } from "./e2b-host.js";
 import { captureVersion, pauseEnvironment, resumeEnvironment } from "./e2b-lifecycle.js";
 import {
   createEnvironment,
@@ -428,10 +428,7 @@ export class E2bRuntime implements HostRuntime {
     if (rec.paused) throw new DenvError("conflict", ProviderMessages.paused(PROVIDER, rec.id));
     let sbx = this.sandboxes.get(envId);
     if (!sbx || sbx.sandboxId !== rec.sandboxId) {
-      const { Sandbox } = await loadE2b();
-      sbx = await provider(() =>
-        Sandbox.connect(rec.sandboxId, { ...this.host.api, timeoutMs: this.host.timeoutMs }),
-      );
+      sbx = await connectSandbox(this.host, rec.sandboxId);
       this.sandboxes.set(envId, sbx);
     }
     return { rec, sbx };

@@ -57,7 +57,7 @@ export async function processBaseline(sbx: E2bSandbox, agents: readonly string[]
  * listed, so that the list is all the agent had when the provider captured the sandbox. E2B's
  * snapshot keeps memory, so a fork resumes these: its baseline must not count them.
  */
-export async function holdAgentProcesses(sbx: E2bSandbox, baseline: readonly string[]): Promise<string[]> {
+async function holdAgentProcesses(sbx: E2bSandbox, baseline: readonly string[]): Promise<string[]> {
   const script = `${PROCS}
 base=" $DENV_BASELINE "; held=" "; round=0
 while [ "$round" -lt 50 ]; do

@@ -25,6 +25,16 @@ export interface SandboxUser {
  * @throws DenvError `invalid_request` for a group, or a user the passwd lacks.
  */
 export async function resolveSandboxUser(sbx: E2bSandbox, user: string): Promise<SandboxUser> {
+  return lookupUser(await readPasswd(sbx), user);
+}
+
+/** The sandbox's /etc/passwd, read by envd as root (denvd's own read, never as the agent). */
+export function readPasswd(sbx: E2bSandbox): Promise<string> {
+  return sbx.files.read("/etc/passwd", { user: "root" });
+}
+
+/** resolveSandboxUser on a passwd already read (one read for several users). */
+export function lookupUser(passwd: string, user: string): SandboxUser {
   const spec = parseUser(user);
   if (spec.group !== undefined && spec.group !== "") {
     throw new DenvError(
@@ -36,7 +46,6 @@ export async function resolveSandboxUser(sbx: E2bSandbox, user: string): Promise
       ),
     );
   }
-  const passwd = await sbx.files.read("/etc/passwd", { user: "root" });
   for (const line of passwd.split("\n")) {
     const [name, , uidText] = line.split(":");
     const uid = numericId(uidText ?? "");
