@@ -139,7 +139,7 @@ export function slug(s: string, max: number): string {
   );
 }
 
-async function hashTree(hash: ReturnType<typeof createHash>, root: string): Promise<void> {
+export async function hashTree(hash: ReturnType<typeof createHash>, root: string): Promise<void> {
   const walk = async (dir: string): Promise<void> => {
     const entries = (await readdir(dir, { withFileTypes: true })).sort((a, b) =>
       a.name.localeCompare(b.name),

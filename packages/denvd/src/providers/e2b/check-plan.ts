@@ -17,19 +17,19 @@ const DEFAULT_DNS_OPT = ["timeout:1", "attempts:1"];
  * @throws DenvError `invalid_request` (a capability E2B lacks) or `invalid_compose` (a key this
  *   runtime does not carry over).
  */
-export function checkPlan(plan: Plan): ServicePlan {
+export function checkPlan(plan: Plan, provider: string = PROVIDER): ServicePlan {
   const [service, ...others] = plan.services;
   if (!service || others.length > 0) {
     throw new DenvError(
       "invalid_request",
-      ProviderMessages.lacks(PROVIDER, "multi_service", `a file of ${plan.services.length} services needs`),
+      ProviderMessages.lacks(provider, "multi_service", `a file of ${plan.services.length} services needs`),
     );
   }
   if (plan.volumes.length > 0) {
     throw new DenvError(
       "invalid_request",
       ProviderMessages.lacks(
-        PROVIDER,
+        provider,
         "volume snapshots",
         `named volumes (${plan.volumes.join(", ")}) need, captured in one snapshot with the services`,
       ),
@@ -39,18 +39,18 @@ export function checkPlan(plan: Plan): ServicePlan {
     throw new DenvError(
       "invalid_request",
       ProviderMessages.lacks(
-        PROVIDER,
+        provider,
         `x-denv.agent.sandbox ${plan.agent.sandbox ?? "capabilities"}`,
         "a root agent confined by denv's own sandbox needs",
       ),
     );
   }
-  if (plan.verifier !== undefined) checkVerifier(plan.verifier, service);
+  if (plan.verifier !== undefined) checkVerifier(plan.verifier, service, provider);
   if (plan.egress === "mirrors") {
     throw new DenvError(
       "invalid_request",
       ProviderMessages.lacks(
-        PROVIDER,
+        provider,
         "mirror egress",
         "x-denv.egress: mirrors needs (denvd's proxy on the environment's network)",
       ),
@@ -59,13 +59,13 @@ export function checkPlan(plan: Plan): ServicePlan {
   if (plan.disk !== undefined && plan.disk.explicit.length > 0) {
     throw new DenvError(
       "invalid_request",
-      ProviderMessages.lacks(PROVIDER, "disk caps", `x-denv.disk (${plan.disk.explicit.join(", ")}) needs`),
+      ProviderMessages.lacks(provider, "disk caps", `x-denv.disk (${plan.disk.explicit.join(", ")}) needs`),
     );
   }
   const key = (name: string, why: string): never => {
     throw new DenvError(
       "invalid_compose",
-      ProviderMessages.unsupportedKey(PROVIDER, service.name, name, why),
+      ProviderMessages.unsupportedKey(provider, service.name, name, why),
     );
   };
   const s = service;
@@ -77,23 +77,24 @@ export function checkPlan(plan: Plan): ServicePlan {
     );
   if (s.tmpfs.length > 0) key("tmpfs", "the sandbox has one disk");
   if (s.expose.length > 0) key("expose", "there is no other service to reach it");
-  if (s.ports.length > 0) key("ports", "E2B publishes ports through its own domain, not the host's");
+  if (s.ports.length > 0) key("ports", `${provider} publishes ports through its own domain, not the host's`);
   if (Object.keys(s.labels).length > 0) key("labels", "a sandbox has metadata, not container labels");
-  if (s.init !== undefined) key("init", "E2B's own init runs the sandbox");
+  if (s.init !== undefined) key("init", `${provider}'s own init runs the sandbox`);
   if (s.stopGracePeriodMs !== undefined) key("stop_grace_period", "sandboxes are killed, not stopped");
   if (s.restart !== undefined && s.restart !== "no")
-    key("restart", "E2B starts the service's command once, when the sandbox starts");
-  if (s.capDrop.length > 0) key("cap_drop", "E2B decides the sandbox's capabilities");
-  if (s.networkMode !== undefined) key("network_mode", "E2B's network policy decides the sandbox's network");
-  if (s.hostname !== undefined) key("hostname", "E2B names the sandbox");
+    key("restart", `${provider} starts the service's command once, when the sandbox starts`);
+  if (s.capDrop.length > 0) key("cap_drop", `${provider} decides the sandbox's capabilities`);
+  if (s.networkMode !== undefined)
+    key("network_mode", `${provider}'s network policy decides the sandbox's network`);
+  if (s.hostname !== undefined) key("hostname", `${provider} names the sandbox`);
   if (s.platform !== undefined && s.platform !== "linux/amd64")
-    key("platform", "E2B sandboxes are linux/amd64");
+    key("platform", `${provider} sandboxes are linux/amd64`);
   if (s.dnsOpt.length > 0 && s.dnsOpt.join(",") !== DEFAULT_DNS_OPT.join(","))
-    key("dns_opt", "E2B's resolver serves the sandbox");
+    key("dns_opt", `${provider}'s resolver serves the sandbox`);
   if (s.build && Object.keys(s.build.args).length > 0)
-    key("build.args", "E2B's template builder takes no build arguments");
+    key("build.args", `${provider}'s template builder takes no build arguments`);
   if (s.build?.target !== undefined)
-    key("build.target", "E2B's template builder builds the whole Dockerfile");
+    key("build.target", `${provider}'s template builder builds the whole Dockerfile`);
   if (s.user !== undefined && s.user !== plan.agent.user) {
     key("user", `only the agent's user (${plan.agent.user}) runs in the sandbox`);
   }
@@ -107,9 +108,9 @@ export function checkPlan(plan: Plan): ServicePlan {
  * (`services: false`) runs in a sandbox of its own from a template of its own image. Neither can
  * go through denvd's mirror proxy.
  */
-function checkVerifier(v: VerifierPlan, service: ServicePlan): void {
+function checkVerifier(v: VerifierPlan, service: ServicePlan, provider: string): void {
   const lacks = (capability: string, why: string): never => {
-    throw new DenvError("invalid_request", ProviderMessages.lacks(PROVIDER, capability, why));
+    throw new DenvError("invalid_request", ProviderMessages.lacks(provider, capability, why));
   };
   const sameBuild =
     v.build !== undefined &&
@@ -125,7 +126,7 @@ function checkVerifier(v: VerifierPlan, service: ServicePlan): void {
   if (v.build !== undefined && (Object.keys(v.build.args).length > 0 || v.build.target !== undefined))
     lacks(
       "build arguments and targets",
-      "x-denv.verifier.build.args or .target needs (E2B's template builder builds the whole Dockerfile, without arguments)",
+      `x-denv.verifier.build.args or .target needs (${provider}'s template builder builds the whole Dockerfile, without arguments)`,
     );
   if (v.egress === "mirrors")
     lacks(

@@ -1,7 +1,7 @@
-import { mkdir, readdir, readFile, rm } from "node:fs/promises";
-import { join } from "node:path";
+import { rm } from "node:fs/promises";
 import type { AgentPlan, EgressProbe, Plan } from "@denv/spec";
 import { writeFileAtomic } from "../../agent/atomic-file.js";
+import { SandboxRecords } from "../sandbox-records.js";
 
 /**
  * What the E2B runtime keeps of its environments and versions, one JSON file each under
@@ -69,15 +69,10 @@ export interface E2bVersionRecord {
   createdAt: string;
 }
 
-export class E2bRecords {
-  private constructor(private readonly dir: string) {}
-
+/** The E2B runtime's records, and the templates it built or used (`denvd release` deletes them). */
+export class E2bRecords extends SandboxRecords<E2bEnvironmentRecord, E2bVersionRecord> {
   static async open(stateDir: string): Promise<E2bRecords> {
-    const dir = join(stateDir, "e2b");
-    await mkdir(join(dir, "environments"), { recursive: true, mode: 0o700 });
-    await mkdir(join(dir, "versions"), { recursive: true, mode: 0o700 });
-    await mkdir(join(dir, "tests"), { recursive: true, mode: 0o700 });
-    await mkdir(join(dir, "templates"), { recursive: true, mode: 0o700 });
+    const dir = await SandboxRecords.prepare(stateDir, "e2b", ["templates"]);
     return new E2bRecords(dir);
   }
 
@@ -90,65 +85,5 @@ export class E2bRecords {
   }
   deleteTemplate(alias: string): Promise<void> {
     return rm(this.file("templates", alias), { force: true });
-  }
-
-  /** Where the verifiers' tests are kept, one archive per deploy (named after its command). */
-  get testsDir(): string {
-    return join(this.dir, "tests");
-  }
-
-  /** The tests archives no environment or version names. */
-  async unreferencedTests(): Promise<string[]> {
-    const used = new Set([...(await this.environments()), ...(await this.versions())].map((r) => r.testsTar));
-    return (await readdir(this.testsDir)).map((f) => join(this.testsDir, f)).filter((f) => !used.has(f));
-  }
-
-  environments(): Promise<E2bEnvironmentRecord[]> {
-    return this.all<E2bEnvironmentRecord>("environments");
-  }
-  versions(): Promise<E2bVersionRecord[]> {
-    return this.all<E2bVersionRecord>("versions");
-  }
-  getEnvironment(id: string): Promise<E2bEnvironmentRecord | undefined> {
-    return this.get<E2bEnvironmentRecord>("environments", id);
-  }
-  getVersion(id: string): Promise<E2bVersionRecord | undefined> {
-    return this.get<E2bVersionRecord>("versions", id);
-  }
-  putEnvironment(rec: E2bEnvironmentRecord): Promise<void> {
-    return writeFileAtomic(this.file("environments", rec.id), JSON.stringify(rec, null, 2));
-  }
-  putVersion(rec: E2bVersionRecord): Promise<void> {
-    return writeFileAtomic(this.file("versions", rec.id), JSON.stringify(rec, null, 2));
-  }
-  deleteEnvironment(id: string): Promise<void> {
-    return rm(this.file("environments", id), { force: true });
-  }
-  deleteVersion(id: string): Promise<void> {
-    return rm(this.file("versions", id), { force: true });
-  }
-
-  /** Ids hold `/` and `@`: the file name is the id, percent-encoded. */
-  private file(kind: string, id: string): string {
-    return join(this.dir, kind, `${encodeURIComponent(id)}.json`);
-  }
-
-  private async get<T>(kind: string, id: string): Promise<T | undefined> {
-    try {
-      return JSON.parse(await readFile(this.file(kind, id), "utf8")) as T;
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === "ENOENT") return undefined;
-      throw err;
-    }
-  }
-
-  private async all<T>(kind: string): Promise<T[]> {
-    const out: T[] = [];
-    for (const name of (await readdir(join(this.dir, kind))).sort()) {
-      if (!name.endsWith(".json")) continue;
-      const rec = await this.get<T>(kind, decodeURIComponent(name.slice(0, -".json".length)));
-      if (rec) out.push(rec);
-    }
-    return out;
   }
 }

@@ -26,12 +26,44 @@ export async function probeSandboxEgress(
   service: string,
   canaries: readonly EgressCanary[],
 ): Promise<EgressProbe> {
-  const started = Date.now();
   const { CommandExitError } = await loadE2b();
   const info = await sbx.getInfo();
   const allowInternet = (info as { allowInternetAccess?: boolean }).allowInternetAccess !== false;
+  const run = async (script: string) => {
+    try {
+      return (await sbx.commands.run(script, { user: agent.name, cwd: "/", timeoutMs: 0 })).stdout;
+    } catch (e) {
+      if (!(e instanceof CommandExitError)) throw e;
+      return e.stdout;
+    }
+  };
+  return probeFromInside(
+    run,
+    {
+      sandboxId: sbx.sandboxId,
+      internetAllowed: allowInternet,
+      policy: `e2b network policy (allowInternetAccess: ${allowInternet})`,
+    },
+    service,
+    canaries,
+  );
+}
+
+/**
+ * The probe's half inside a sandbox, for any provider: `run` runs a shell script there as the
+ * agent and gives its stdout (whatever its exit). `policy` names what isolates the sandbox, and
+ * `internetAllowed` is what the provider reports of it: a finding of its own when true.
+ */
+export async function probeFromInside(
+  run: (script: string) => Promise<string>,
+  sandbox: { sandboxId: string; internetAllowed: boolean; policy: string },
+  service: string,
+  canaries: readonly EgressCanary[],
+): Promise<EgressProbe> {
+  const started = Date.now();
+  const allowInternet = sandbox.internetAllowed;
   const findings: string[] = [];
-  if (allowInternet) findings.push(ProviderMessages.internetAllowed(sbx.sandboxId));
+  if (allowInternet) findings.push(ProviderMessages.internetAllowed(sandbox.sandboxId));
 
   const targets = canaries.map((c) => shellQuote(`${c.host} ${c.port}`)).join(" ");
   const script = [
@@ -41,13 +73,7 @@ export async function probeSandboxEgress(
     `for t in ${targets}; do set -- $t; ` +
       `timeout ${CONNECT_TIMEOUT_S} bash -c 'exec 3<>/dev/tcp/'"$1"'/'"$2" 2>/dev/null; echo "$? $1:$2"; done`,
   ].join("; ");
-  let text = "";
-  try {
-    text = (await sbx.commands.run(script, { user: agent.name, cwd: "/", timeoutMs: 0 })).stdout;
-  } catch (e) {
-    if (!(e instanceof CommandExitError)) throw e;
-    text = e.stdout;
-  }
+  const text = await run(script);
   const section = (name: string) => {
     const after = text.split(`--${name}\n`)[1] ?? "";
     return (
@@ -87,7 +113,7 @@ export async function probeSandboxEgress(
     ok: findings.length === 0,
     findings,
     network: {
-      name: `e2b network policy (allowInternetAccess: ${allowInternet})`,
+      name: sandbox.policy,
       internal: !allowInternet,
       reject_rule: false,
     },

@@ -22,7 +22,15 @@ export const EXEC_TAG = "DENV_EXEC";
  * (what forked between a listing and its kill is caught by the next); at most ten rounds.
  */
 async function killTagged(sbx: E2bSandbox, tag: string): Promise<void> {
-  const script = `want="${EXEC_TAG}=$DENV_KILL"; round=0
+  // What survives ten rounds (or a failed call) is the agent's still: the verify's stop of the
+  // agent kills every process that was not running when the sandbox was ready.
+  await sbx.commands
+    .run(KILL_TAGGED, { user: "root", cwd: "/", envs: { DENV_KILL: tag }, timeoutMs: 0 })
+    .catch(() => undefined);
+}
+
+/** The script of killTagged, for a shell whose DENV_KILL holds the tag. */
+export const KILL_TAGGED = `want="${EXEC_TAG}=$DENV_KILL"; round=0
 while [ "$round" -lt 10 ]; do
   found=""
   for d in /proc/[0-9]*; do
@@ -33,15 +41,9 @@ while [ "$round" -lt 10 ]; do
   kill -9 $found 2>/dev/null; round=$((round + 1)); sleep 0.1
 done
 exit 1`;
-  // What survives ten rounds (or a failed call) is the agent's still: the verify's stop of the
-  // agent kills every process that was not running when the sandbox was ready.
-  await sbx.commands
-    .run(script, { user: "root", cwd: "/", envs: { DENV_KILL: tag }, timeoutMs: 0 })
-    .catch(() => undefined);
-}
 
 /** Keeps the first `limit` bytes of a stream and says whether more came. */
-class Capped {
+export class Capped {
   private chunks: Buffer[] = [];
   private size = 0;
   truncated = false;

@@ -112,9 +112,22 @@ const ROOT_ROUTES: ReadonlyArray<[string, string]> = [
  * @throws DenvError `agent_root` with Protection.agentRoot or ProviderMessages.agentBecomesRoot.
  */
 export async function refuseRootAgent(sbx: E2bSandbox, agent: SandboxUser, service: string): Promise<void> {
+  const run = async (script: string) =>
+    (await sbx.commands.run(script, { user: agent.name, cwd: "/", timeoutMs: 0 })).stdout;
+  return refuseEscalation(run, agent, service);
+}
+
+/**
+ * refuseRootAgent for any provider: `run` runs a shell script in the sandbox as the agent and
+ * gives its stdout.
+ */
+export async function refuseEscalation(
+  run: (script: string) => Promise<string>,
+  agent: SandboxUser,
+  service: string,
+): Promise<void> {
   if (agent.uid === 0) throw new DenvError("agent_root", Protection.agentRoot(service));
   const script = ROOT_ROUTES.map(([how, cmd]) => `[ "$(${cmd})" = 0 ] && echo '${how}'`).join("; ");
-  const r = await sbx.commands.run(`${script}; true`, { user: agent.name, cwd: "/", timeoutMs: 0 });
-  const how = r.stdout.trim().split("\n")[0];
+  const how = (await run(`${script}; true`)).trim().split("\n")[0];
   if (how) throw new DenvError("agent_root", ProviderMessages.agentBecomesRoot(service, agent.name, how));
 }
