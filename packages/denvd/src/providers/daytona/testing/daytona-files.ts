@@ -77,7 +77,8 @@ export class ToolboxFiles {
     await this.sh(
       w,
       'if [ -n "$2" ]; then chmod "$2" -- "$1" || exit 1; fi; ' +
-        'if [ -n "$3$4" ]; then chown "$3${4:+:$4}" -- "$1" || exit 1; fi',
+        'if [ -n "$3" ]; then chown "$3" -- "$1" || exit 1; fi; ' +
+        'if [ -n "$4" ]; then chgrp "$4" -- "$1" || exit 1; fi',
       [path, q.get("mode") ?? "", owner, group],
     );
   }

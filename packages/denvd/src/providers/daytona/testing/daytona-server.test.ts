@@ -1,4 +1,3 @@
-import { execFileSync } from "node:child_process";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
@@ -123,5 +122,156 @@ describe("DaytonaServer with @daytonaio/sdk", { timeout: 120_000 }, () => {
     } finally {
       await sb.delete();
     }
+  });
+
+  it("runs session commands as one shell would, streams their stdout and stderr apart, and in the background", async () => {
+    const sb = await daytona.create({ snapshot: SNAPSHOT, user: "agent" });
+    try {
+      await sb.process.createSession("s1");
+      await sb.process.executeSessionCommand("s1", { command: "cd /tmp && export SEEN=kept" });
+      const same = await sb.process.executeSessionCommand("s1", { command: 'pwd; echo "$SEEN"; id -un' });
+      expect(same).toMatchObject({ exitCode: 0, stdout: "/tmp\nkept\nagent\n" });
+
+      const { cmdId } = await sb.process.executeSessionCommand("s1", {
+        command: "echo one; sleep 0.5; echo two >&2; sleep 0.5; echo three; exit 4",
+        runAsync: true,
+      });
+      expect((await sb.process.getSessionCommand("s1", cmdId)).exitCode).toBeUndefined();
+      const out: string[] = [];
+      const err: string[] = [];
+      await sb.process.getSessionCommandLogs(
+        "s1",
+        cmdId,
+        (d) => out.push(d),
+        (d) => err.push(d),
+      );
+      expect(out.join("")).toBe("one\nthree\n");
+      expect(err.join("")).toBe("two\n");
+      expect((await sb.process.getSessionCommand("s1", cmdId)).exitCode).toBe(4);
+      expect(await sb.process.getSessionCommandLogs("s1", cmdId)).toMatchObject({
+        stdout: "one\nthree\n",
+        stderr: "two\n",
+      });
+      expect((await sb.process.listSessions()).map((s) => s.sessionId)).toEqual(["s1"]);
+
+      // A background command goes on after its request; stop() ends it, the files stay.
+      await sb.process.createSession("bg");
+      await sb.process.executeSessionCommand("bg", {
+        command: "echo started > /tmp/bg.txt; sleep 600",
+        runAsync: true,
+      });
+      await expect
+        .poll(async () => (await sb.process.executeCommand("cat /tmp/bg.txt")).result, { timeout: 5_000 })
+        .toBe("started\n");
+      expect((await sb.process.executeCommand("ps -eo args")).result).toContain("sleep 600");
+      await sb.process.deleteSession("s1");
+      expect((await sb.process.listSessions()).map((s) => s.sessionId)).toEqual(["bg"]);
+
+      await sb.stop();
+      expect(sb.state).toBe("stopped");
+      await expect(sb.process.executeCommand("true")).rejects.toThrow(/not started/);
+      await sb.start();
+      expect(sb.state).toBe("started");
+      expect((await sb.process.executeCommand("cat /tmp/bg.txt")).result).toBe("started\n");
+      expect((await sb.process.executeCommand("ps -eo args")).result).not.toContain("sleep 600");
+      expect(await sb.process.listSessions()).toEqual([]);
+    } finally {
+      await sb.delete();
+    }
+  });
+
+  it("snapshots a sandbox into a new snapshot, and forks one; each keeps the files", async () => {
+    const sb = await daytona.create({ snapshot: SNAPSHOT, user: "agent", labels: { run: "snap" } });
+    const made: Sandbox[] = [];
+    try {
+      await sb.fs.uploadFile(Buffer.from("before"), "state.txt");
+      await sb.createSnapshot("from-sandbox");
+      expect(sb.state).toBe("started");
+      expect(await daytona.snapshot.get("from-sandbox")).toMatchObject({
+        state: "active",
+        sourceSandboxId: sb.id,
+      });
+      const again = await daytona.create({ snapshot: "from-sandbox" });
+      made.push(again);
+      expect(again.user).toBe("agent");
+      expect((await again.fs.downloadFile("state.txt")).toString()).toBe("before");
+
+      const fork = await sb.fork();
+      made.push(fork);
+      expect(fork.id).not.toBe(sb.id);
+      await fork.fs.uploadFile(Buffer.from("changed in the fork"), "state.txt");
+      expect((await sb.fs.downloadFile("state.txt")).toString()).toBe("before");
+      expect((await fork.fs.downloadFile("state.txt")).toString()).toBe("changed in the fork");
+      expect((await fork.process.executeCommand("id -un")).result).toBe("agent\n");
+
+      await sb.setLabels({ run: "snap", extra: "1" });
+      await sb.setAutostopInterval(0);
+      await sb.refreshActivity();
+      await sb.refreshData();
+      expect(sb.labels).toEqual({ run: "snap", extra: "1" });
+      expect(sb.autoStopInterval).toBe(0);
+      const listed: string[] = [];
+      for await (const s of daytona.list({ labels: { run: "snap" }, limit: 1 })) listed.push(s.id);
+      // Two pages of one: the fork carries its source's labels.
+      expect(listed.sort()).toEqual([sb.id, fork.id].sort());
+    } finally {
+      for (const s of made) await s.delete();
+      await sb.delete();
+    }
+    await daytona.snapshot.delete(await daytona.snapshot.get("from-sandbox"));
+    await expect(daytona.snapshot.get("from-sandbox")).rejects.toBeInstanceOf(DaytonaNotFoundError);
+  });
+
+  it("cuts a networkBlockAll sandbox off the network; an open one reaches the bridge gateway", async () => {
+    let hits = 0;
+    const listener: Server = createServer((s) => {
+      hits += 1;
+      s.destroy();
+    });
+    await new Promise<void>((r) => listener.listen(0, double.gateway, r));
+    const port = (listener.address() as { port: number }).port;
+    const probe = `timeout 3 bash -c 'echo > /dev/tcp/${double.gateway}/${port}' && echo reached || echo blocked`;
+    const open = await daytona.create({ snapshot: SNAPSHOT });
+    const closed = await daytona.create({ snapshot: SNAPSHOT, networkBlockAll: true });
+    try {
+      expect(open.networkBlockAll).toBe(false);
+      expect(closed.networkBlockAll).toBe(true);
+      expect((await open.process.executeCommand(probe)).result).toContain("reached");
+      expect(hits).toBe(1);
+      expect((await closed.process.executeCommand(probe)).result).toContain("blocked");
+      expect((await closed.process.executeCommand("cat /sys/class/net/*/operstate | wc -l")).result).toBe(
+        "1\n",
+      );
+      expect(hits).toBe(1);
+    } finally {
+      await open.delete();
+      await closed.delete();
+      await new Promise<void>((r) => listener.close(() => r()));
+    }
+  });
+
+  it("creates from a plain local image, answers 404 for what is not there and 401 for a wrong key", async () => {
+    const sb = await daytona.create({ image: "debian:bookworm-slim" });
+    try {
+      expect(sb.user).toBe("root");
+      expect((await sb.process.executeCommand("id -u")).result).toBe("0\n");
+      expect(double.liveSandboxes()).toBe(1);
+    } finally {
+      await sb.delete();
+    }
+    expect(double.liveSandboxes()).toBe(0);
+    expect(double.leftovers().filter((l) => l.startsWith("ps"))).toEqual([]);
+    const gone = await daytona.get(sb.id).catch((e: unknown) => e);
+    expect(gone).toBeInstanceOf(DaytonaNotFoundError);
+    expect((gone as DaytonaNotFoundError).statusCode).toBe(404);
+    expect((gone as Error).message).toBe(`Sandbox with ID or name ${sb.id} not found`);
+    await expect(daytona.snapshot.get("no-such-snapshot")).rejects.toBeInstanceOf(DaytonaNotFoundError);
+
+    const wrong = new Daytona({ ...double.config, apiKey: "dtn_wrong" });
+    const refused = await wrong.get(sb.id).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(DaytonaAuthenticationError);
+    expect((refused as DaytonaAuthenticationError).statusCode).toBe(401);
+    await wrong[Symbol.asyncDispose]();
+    expect(double.requests()).toContain("GET /api/object-storage/push-access");
   });
 });

@@ -247,8 +247,14 @@ export class DaytonaServer {
     const refuse = (status: number) => {
       socket.end(`HTTP/1.1 ${status} Refused\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
     };
-    if (!m) return refuse(404);
-    if (!this.authorized(req)) return refuse(401);
+    if (!m) {
+      refuse(404);
+      return;
+    }
+    if (!this.authorized(req)) {
+      refuse(401);
+      return;
+    }
     let command: ReturnType<Toolbox["sessions"]["command"]>;
     try {
       const w = this.toolbox.where(decodeURIComponent(m[1] ?? ""));
@@ -258,7 +264,8 @@ export class DaytonaServer {
         decodeURIComponent(m[3] ?? ""),
       );
     } catch (e) {
-      return refuse(e instanceof ApiError ? e.status : 500);
+      refuse(e instanceof ApiError ? e.status : 500);
+      return;
     }
     this.wss.handleUpgrade(req, socket, head, (ws) => {
       const stop = this.toolbox.sessions.follow(
