@@ -274,4 +274,25 @@ describe("DaytonaServer with @daytonaio/sdk", { timeout: 120_000 }, () => {
     await wrong[Symbol.asyncDispose]();
     expect(double.requests()).toContain("GET /api/object-storage/push-access");
   });
+
+  it("takes a snapshot's image name as a local image, builds Image.base().runCommands, fails a missing image", async () => {
+    const named = await daytona.snapshot.create({ name: "plain", image: "debian:bookworm-slim" });
+    expect(named).toMatchObject({ state: "active", imageName: "debian:bookworm-slim" });
+    const built = await daytona.snapshot.create({
+      name: "run-commands",
+      image: Image.base("debian:bookworm-slim").runCommands("echo built > /opt/marker"),
+    });
+    expect(built.state).toBe("active");
+    const sb = await daytona.create({ snapshot: "run-commands" });
+    try {
+      expect((await sb.process.executeCommand("cat /opt/marker")).result).toBe("built\n");
+    } finally {
+      await sb.delete();
+    }
+    await expect(
+      daytona.snapshot.create({ name: "missing", image: "denv-daytona-no-such-image:nope" }),
+    ).rejects.toThrow(/not on the local engine/);
+    for (const name of ["plain", "run-commands", "missing"]) await daytona.snapshot.delete(name);
+    expect((await daytona.snapshot.list()).items.map((s) => s.name)).toEqual([SNAPSHOT]);
+  });
 });
