@@ -51,8 +51,8 @@ export async function run(config: DenvdConfig, out: Output, log: Log): Promise<n
  */
 async function openRuntime(config: DenvdConfig, hostId: string, log: Log): Promise<HostRuntime> {
   const runtimeLog = (line: string) => log("runtime", { line });
-  if (config.provider === "e2b") {
-    const runtime = await openE2b(config, hostId, runtimeLog);
+  if (config.provider !== undefined) {
+    const runtime = await openProvider(config, hostId, runtimeLog);
     log("runtime open", { provider: config.provider });
     return runtime;
   }
@@ -67,8 +67,23 @@ async function openRuntime(config: DenvdConfig, hostId: string, log: Log): Promi
   return new DockerHostRuntime(engine);
 }
 
-/** The bridge's runtime at E2B, on this host's state (its SDK loaded only now). */
-export async function openE2b(config: DenvdConfig, hostId: string, log: (line: string) => void) {
+/** The bridge's runtime at its provider, on this host's state (the provider's SDK loaded only now). */
+export async function openProvider(
+  config: DenvdConfig,
+  hostId: string,
+  log: (line: string) => void,
+): Promise<HostRuntime & { release(): Promise<{ removed: string[] }> }> {
+  const egressCanaries = config.providerCanaries.flatMap((c) => parseListen(c) ?? []);
+  if (config.provider === "daytona") {
+    const { DaytonaRuntime } = await import("../providers/daytona/daytona-runtime.js");
+    return DaytonaRuntime.open({
+      hostId,
+      stateDir: config.stateDir,
+      connection: { apiKey: config.providerApiKey as string, apiUrl: config.providerApiUrl },
+      egressCanaries,
+      log,
+    });
+  }
   const { E2bRuntime } = await import("../providers/e2b/e2b-runtime.js");
   return E2bRuntime.open({
     hostId,
@@ -78,7 +93,7 @@ export async function openE2b(config: DenvdConfig, hostId: string, log: (line: s
       apiUrl: config.providerApiUrl,
       sandboxUrl: config.providerSandboxUrl,
     },
-    egressCanaries: config.providerCanaries.flatMap((c) => parseListen(c) ?? []),
+    egressCanaries,
     log,
   });
 }
