@@ -4,7 +4,7 @@
 // serves it to the machines it provisions. Input is tsc's output (dist/main.js), so `npm run build`
 // runs this after tsc -b.
 //
-// Two things differ from running dist/main.js:
+// Three things differ from running dist/main.js (the third: @daytonaio/sdk stays outside, below):
 // - denvd loads dockerode and ws with createRequire(import.meta.url)(...) so that the idle daemon
 //   holds neither until it needs them (packages/denvd/README.md, Memory). esbuild only bundles a
 //   call of the free `require`, so those calls are rewritten to `require(...)` here; esbuild keeps
@@ -54,7 +54,10 @@ await build({
   target: "node20",
   format: "esm",
   // Native add-ons that ssh2 (docker-modem's ssh:// transport, unused by denvd) tries in a try/catch.
-  external: ["cpu-features", "*.node"],
+  // @daytonaio/sdk loads parts of itself by path at run time (its ObjectStorage), which a bundle
+  // cannot hold: only a Daytona bridge imports it, and a bridge runs where the control plane is
+  // installed, beside its node_modules (a host that runs the bundle alone never bridges).
+  external: ["cpu-features", "*.node", "@daytonaio/sdk"],
   plugins: [lazyRequire],
   define: { DENVD_BUNDLED_VERSION: JSON.stringify({ version, commit }) },
   // Bundled CommonJS modules require Node's built-ins and read __dirname (ssh2's crypto, loaded

@@ -89,8 +89,14 @@ export const TARGET_KINDS: Record<TargetKindName, TargetKindSpec> = {
   },
   daytona: {
     family: "hosted",
-    available: false,
-    capabilities: { ...DENVD, fork: false, egress_control: false, gpu: false },
+    available: true,
+    // A bridge (denvd --provider daytona): one sandbox per environment, made with the agent's user
+    // as its one OS user (Daytona's toolbox has no per-command user); a version is a Daytona
+    // snapshot of its filesystem (`createSnapshot`), a fork a new sandbox from it, as
+    // @daytonaio/sdk 0.218 does them. No pause: Daytona's stop ends every process (env stop and
+    // start, and the verify's stop of the agent). No tunnels. Egress control is Daytona's
+    // `networkBlockAll`, probed from inside each sandbox; the evidence names Daytona.
+    capabilities: { ...DENVD, multi_service: false, pause: false, port_tunnels: false },
     enforcedBy: "daytona",
   },
   modal: {
@@ -253,7 +259,8 @@ export const TARGET_SETTINGS: Record<TargetKindName, KindSettings> = {
     credentials: [{ name: "api_key", env: "E2B_API_KEY" }],
   },
   daytona: {
-    settings: { base_url: url("https://app.daytona.io/api") },
+    // canaries: as e2b's.
+    settings: { base_url: url("https://app.daytona.io/api"), canaries: listens },
     credentials: [{ name: "api_key", env: "DAYTONA_API_KEY" }],
   },
   modal: {
@@ -289,7 +296,7 @@ export const TargetMessages = {
     `target ${target} has ${count} host(s) or machine(s): remove them first (denv hosts rm), or remove the target with --force, which deletes a provisioned target's machines`,
   localTarget: "the local target cannot be removed: denv up joins this machine's denvd to it",
   notProvisioned: (target: string, kind: string) =>
-    `target ${target} is of kind ${kind}, which has no machines: only provisioned kinds (hetzner, aws) and hosted ones (e2b: its bridge) do`,
+    `target ${target} is of kind ${kind}, which has no machines: only provisioned kinds (hetzner, aws) and hosted ones (e2b, daytona: their bridge) do`,
   /** Placement on a provisioned target with no host that takes the environment yet. */
   machineStarting: (target: string, machine: string) =>
     `no host in target '${target}' takes this environment yet: machine ${machine} is being created for it and joins when it has booted; deploy again once denv targets machines ${target} shows it joined`,

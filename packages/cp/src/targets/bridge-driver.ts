@@ -15,6 +15,10 @@ import {
   ProvisionedDriver,
 } from "./provisioned-driver.js";
 
+/** The hosted kinds denvd bridges to, with the provider's name. */
+export const BRIDGE_PROVIDERS = { e2b: "E2B", daytona: "Daytona" } as const;
+export type BridgeKind = keyof typeof BRIDGE_PROVIDERS;
+
 /**
  * A hosted target (a sandbox provider) reached through a bridge: a denvd on the control plane's
  * own machine, run with `--provider`, whose environments are the provider's sandboxes (denvd's
@@ -24,10 +28,11 @@ import {
  */
 export class BridgeDriver extends ProvisionedDriver {
   constructor(
+    private readonly providerKind: BridgeKind,
     deps: ProvisionDeps,
     private readonly bridges: BridgeProcesses,
   ) {
-    super("e2b", deps);
+    super(providerKind, deps);
   }
 
   protected provider(target: TargetRecord, credentials: Record<string, string>): MachineProvider {
@@ -36,7 +41,7 @@ export class BridgeDriver extends ProvisionedDriver {
     const own = this.bridges.ownAddress();
     const canaries = [...(own ? [own] : []), ...(s.canaries ?? [])];
     return this.bridges.provider(target.name, {
-      DENVD_PROVIDER: "e2b",
+      DENVD_PROVIDER: this.providerKind,
       DENVD_PROVIDER_API_KEY: credential(target, credentials, "api_key"),
       ...(s.base_url ? { DENVD_PROVIDER_API_URL: s.base_url } : {}),
       ...(s.sandbox_url ? { DENVD_PROVIDER_SANDBOX_URL: s.sandbox_url } : {}),
@@ -45,7 +50,7 @@ export class BridgeDriver extends ProvisionedDriver {
   }
 
   protected costClass(): string {
-    return "e2b/bridge (sandboxes billed by E2B)";
+    return `${this.providerKind}/bridge (sandboxes billed by ${BRIDGE_PROVIDERS[this.providerKind]})`;
   }
 
   /** One bridge per target, always: it is a process, not a machine that costs while idle. */

@@ -84,7 +84,7 @@ describe("targets", () => {
     const available = r.body.kinds
       .filter((k: { available: boolean }) => k.available)
       .map((k: { kind: string }) => k.kind);
-    expect(available).toEqual(["hosts", "hetzner", "aws", "e2b"]);
+    expect(available).toEqual(["hosts", "hetzner", "aws", "e2b", "daytona"]);
   });
 
   it("bad settings and credentials are refused with one line naming them, and nothing is created", async () => {
@@ -124,13 +124,13 @@ describe("targets", () => {
     }
     const hosted = await t.admin.post("/v1/targets", {
       name: "bad",
-      kind: "daytona",
+      kind: "modal",
       settings: {},
-      credentials: { api_key: "daytona_key" },
+      credentials: { token_id: "modal_id", token_secret: "modal_secret" },
     });
     expect([hosted.status, hosted.body.error.message]).toEqual([
       400,
-      ControlPlaneMessages.targetKindNotAvailable("daytona"),
+      ControlPlaneMessages.targetKindNotAvailable("modal"),
     ]);
     expect((await t.admin.get("/v1/targets")).body.targets.map((x: { name: string }) => x.name)).toEqual([
       "local",

@@ -31,8 +31,8 @@ export const ProviderMessages = {
   agentAsVerifier: (service: string, user: string, uid: number) =>
     `refused: user '${user}' is uid ${uid} in service '${service}', the verifier's, whose grading runs in this sandbox; the agent never acts as the verifier (protection 2)`,
   /** An exec, files call, snapshot or verify of an environment whose sandbox is paused (`env stop`). */
-  paused: (provider: string, environment: string) =>
-    `refused: environment ${environment} is stopped (its ${provider} sandbox is paused); start it first (denv env start ${environment})`,
+  paused: (provider: string, environment: string, how = "paused") =>
+    `refused: environment ${environment} is stopped (its ${provider} sandbox is ${how}); start it first (denv env start ${environment})`,
   /** The probe itself could not run in the sandbox (no bash with /dev/tcp, or no timeout). */
   probeFailed: (service: string, detail: string) =>
     `the egress probe could not run in service '${service}': ${detail}`,

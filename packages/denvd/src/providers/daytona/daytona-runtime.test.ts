@@ -133,6 +133,8 @@ describe("DaytonaRuntime on the Daytona double", { timeout: 120_000 }, () => {
     expect(slow).toMatchObject({ exitCode: 124, timedOut: true });
     const ps = await run({ shell: "for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f; echo; done" });
     expect(ps.stdout.toString()).not.toMatch(/sleep 4343/);
+    // Nor the double's own watchdogs of earlier calls.
+    expect(ps.stdout.toString()).not.toMatch(/sleep 360/);
     for (const user of ["root", "0", "toor"]) {
       const e = await refusal(run({ cmd: ["id"], user }));
       expect(e.message).toBe(Protection.agentRoot("main"));
@@ -214,7 +216,7 @@ describe("DaytonaRuntime on the Daytona double", { timeout: 120_000 }, () => {
     const stopped = await rt.stop(ENV);
     expect(stopped.status).toBe("stopped");
     expect((await refusal(rt.exec(ENV, { cmd: ["true"] }))).message).toBe(
-      ProviderMessages.paused("Daytona", ENV),
+      ProviderMessages.paused("Daytona", ENV, "stopped"),
     );
     const started = await rt.start(ENV);
     expect(started.status).toBe("running");

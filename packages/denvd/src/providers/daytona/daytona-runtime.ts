@@ -444,7 +444,7 @@ export class DaytonaRuntime implements HostRuntime {
   /** The record and its sandbox; a stopped environment is refused (it starts only when asked). */
   private async open(envId: string): Promise<{ rec: DaytonaEnvironmentRecord; sbx: DaytonaSandbox }> {
     const rec = await this.requireEnvironment(envId);
-    if (rec.stopped) throw new DenvError("conflict", ProviderMessages.paused(PROVIDER, rec.id));
+    if (rec.stopped) throw new DenvError("conflict", ProviderMessages.paused(PROVIDER, rec.id, "stopped"));
     return { rec, sbx: await this.sandbox(rec) };
   }
 }

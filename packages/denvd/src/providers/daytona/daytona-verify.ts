@@ -99,9 +99,11 @@ export async function verifyOnDaytona(
     tStopped = Date.now();
     phase.end("stop agent", agent, "snapshot");
     version = await episode.snapshot(envId, { command, number: opts.number });
-    restarting = episode.start(envId);
-    // Its failure is reported by the start's own log; the grade goes on.
-    restarting.catch(() => undefined);
+    // The grade does not wait for it, nor fail with it: the environment stays stopped then, and
+    // a start (denv env start) tries again.
+    restarting = episode
+      .start(envId)
+      .catch((e: unknown) => episode.host.log(`${envId}: not started again after its verify: ${String(e)}`));
   }
   const tSnap = Date.now();
   const snapshot = {
@@ -164,7 +166,7 @@ export async function verifyOnDaytona(
   } finally {
     phase.start("clean up");
     await fork.release();
-    await restarting?.catch(() => undefined);
+    await restarting;
     phase.end("clean up", { removed: [`verifier sandbox ${fork.sbx.id}`] });
   }
 }
@@ -175,7 +177,15 @@ export async function verifyOnDaytona(
  */
 function as(user: PasswdUser): string[] {
   if (user.uid === 0) return [];
-  return ["setpriv", `--reuid=${user.uid}`, `--regid=${user.gid}`, "--clear-groups", "--no-new-privs", "--"];
+  return [
+    "setpriv",
+    `--reuid=${user.uid}`,
+    `--regid=${user.gid}`,
+    // Its groups from /etc/group, as the engine gives a named user (a shared database's group).
+    user.named ? "--init-groups" : "--clear-groups",
+    "--no-new-privs",
+    "--",
+  ];
 }
 
 /**

@@ -242,6 +242,9 @@ export class DaytonaServer {
 
   /** The only WebSocket: a followed session command log (the SDK's getSessionCommandLogs). */
   private upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
+    // A client that resets the connection (the SDK's Socket.IO retries, a test closing) is no
+    // error of the double's: an upgrade's socket has no other listener to take it.
+    socket.on("error", () => undefined);
     const url = new URL(req.url ?? "/", "http://x");
     const m = /^\/toolbox\/([^/]+)\/process\/session\/([^/]+)\/command\/([^/]+)\/logs$/.exec(url.pathname);
     const refuse = (status: number) => {
@@ -274,6 +277,7 @@ export class DaytonaServer {
         () => ws.close(1000),
       );
       ws.on("close", stop);
+      ws.on("error", stop);
     });
   }
 

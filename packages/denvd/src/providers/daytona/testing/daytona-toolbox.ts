@@ -21,9 +21,10 @@ const EXECUTE_TIMEOUT_S = 360;
  */
 const WITH_TIMEOUT = [
   'setsid sh -c "$1" 2>&1 & __dd_p=$!',
-  '( sleep "$2"; kill -9 -"$__dd_p" ) >/dev/null 2>&1 & __dd_w=$!',
+  // The watchdog in a process group of its own, so that its sleep goes with it.
+  'setsid sh -c \'sleep "$1"; kill -9 -"$2"\' _ "$2" "$__dd_p" >/dev/null 2>&1 & __dd_w=$!',
   'wait "$__dd_p"; __dd_rc=$?',
-  'kill "$__dd_w" 2>/dev/null',
+  'kill -- -"$__dd_w" 2>/dev/null',
   "exit $__dd_rc",
 ].join("\n");
 
