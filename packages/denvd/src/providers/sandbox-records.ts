@@ -1,5 +1,6 @@
 import { mkdir, readdir, readFile, rm } from "node:fs/promises";
-import { join } from "node:path";
+import { basename, join } from "node:path";
+import { DenvError } from "@denv/spec";
 import { writeFileAtomic } from "../agent/atomic-file.js";
 
 /**
@@ -10,7 +11,7 @@ import { writeFileAtomic } from "../agent/atomic-file.js";
  */
 export class SandboxRecords<
   E extends { id: string; testsTar?: string },
-  V extends { id: string; testsTar?: string },
+  V extends { id: string; project: string; number: number; testsTar?: string },
 > {
   protected constructor(protected readonly dir: string) {}
 
@@ -32,6 +33,37 @@ export class SandboxRecords<
   async unreferencedTests(): Promise<string[]> {
     const used = new Set([...(await this.environments()), ...(await this.versions())].map((r) => r.testsTar));
     return (await readdir(this.testsDir)).map((f) => join(this.testsDir, f)).filter((f) => !used.has(f));
+  }
+
+  /** Removes the tests archives no record names, but a command's that is still running; their names. */
+  async sweepTests(inFlight: ReadonlySet<string>): Promise<string[]> {
+    const removed: string[] = [];
+    for (const file of await this.unreferencedTests()) {
+      if (inFlight.has(basename(file, ".tar"))) continue;
+      await rm(file, { force: true });
+      removed.push(`tests ${basename(file)}`);
+    }
+    return removed;
+  }
+
+  /**
+   * Every recorded environment destroyed and version deleted, through the runtime's own verbs
+   * (records with them), for `denvd release`: what each was, as `describe` says it.
+   */
+  async releaseRecorded(
+    runtime: { destroy(envId: string): Promise<void>; deleteVersion(versionId: string): Promise<void> },
+    describe: { environment(rec: E): string; version(v: V): string },
+  ): Promise<string[]> {
+    const removed: string[] = [];
+    for (const rec of await this.environments()) {
+      await runtime.destroy(rec.id);
+      removed.push(`environment ${rec.id} (${describe.environment(rec)})`);
+    }
+    for (const v of await this.versions()) {
+      await runtime.deleteVersion(v.id);
+      removed.push(`version ${v.id} (${describe.version(v)})`);
+    }
+    return removed;
   }
 
   environments(): Promise<E[]> {
@@ -57,6 +89,36 @@ export class SandboxRecords<
   }
   deleteVersion(id: string): Promise<void> {
     return rm(this.file("versions", id), { force: true });
+  }
+
+  /** The environment's record, or `not_found` naming the host. */
+  async requireEnvironment(id: string, hostId: string): Promise<E> {
+    const rec = await this.getEnvironment(id);
+    if (!rec) throw new DenvError("not_found", `environment ${id} not found on host ${hostId}`);
+    return rec;
+  }
+
+  /** The version's record, or `not_found` naming the host. */
+  async requireVersion(id: string, hostId: string): Promise<V> {
+    const v = await this.getVersion(id);
+    if (!v) throw new DenvError("not_found", `version ${id} not found on host ${hostId}`);
+    return v;
+  }
+
+  /** The number a project's next version takes: one more than its highest. */
+  async nextVersionNumber(project: string): Promise<number> {
+    const numbers = (await this.versions()).filter((v) => v.project === project).map((v) => v.number);
+    return 1 + Math.max(0, ...numbers);
+  }
+
+  /** Every environment and version as the protocol reports them, versions by number. */
+  async report<HE, HV>(
+    environment: (rec: E) => HE,
+    version: (v: V) => HV,
+  ): Promise<{ environments: HE[]; versions: HV[] }> {
+    const environments = (await this.environments()).map(environment);
+    const versions = (await this.versions()).sort((a, b) => a.number - b.number).map(version);
+    return { environments, versions };
   }
 
   /** Ids hold `/` and `@`: the file name is the id, percent-encoded. */

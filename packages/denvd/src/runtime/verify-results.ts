@@ -65,3 +65,47 @@ export function noVerifier(envId: string): DenvError {
     `environment ${envId} declares no verifier: add x-denv.verifier to its compose file`,
   );
 }
+
+/** A verifier's run in a provider's sandbox, as a bridge's verify grades it. */
+export interface SandboxGradeRun {
+  submission: HostVerifyResult["evidence"]["submission"];
+  exitCode: number;
+  timedOut: boolean;
+  log: string;
+  durationMs: number;
+  prepareMs: number;
+  reward: { reward: number; rewards: Record<string, number> } | undefined;
+}
+
+/**
+ * A bridge's verify result from its grade: graded with the reward, or failed with why when the
+ * verifier wrote none; the evidence with the episode's, the verifier's and each step's time
+ * (`times`: when the verify began, the agent was stopped, the snapshot taken and the fork made).
+ */
+export function sandboxVerifyResult(o: {
+  grade: SandboxGradeRun;
+  vplan: VerifierPlan;
+  outcome: Outcome;
+  episode: EpisodeEvidence;
+  verifier: HostVerifyResult["evidence"]["verifier"];
+  times: { t0: number; stopped: number; snapshot: number; forked: number; agentStopped: boolean };
+}): HostVerifyResult {
+  const { grade, times: t } = o;
+  const evidence: HostVerifyResult["evidence"] = {
+    ...o.episode,
+    submission: grade.submission,
+    verifier: o.verifier,
+    timings: {
+      ...(t.agentStopped ? { stop_agent_ms: t.stopped - t.t0, snapshot_ms: t.snapshot - t.stopped } : {}),
+      fork_ms: t.forked - t.snapshot,
+      prepare_ms: grade.prepareMs,
+      run_ms: grade.durationMs,
+      total_ms: Date.now() - t.t0,
+    },
+  };
+  if (!grade.reward) {
+    const message = ungradedMessage(grade, o.vplan.timeoutSec);
+    return { status: "failed", reward: 0, rewards: {}, message, log: grade.log, ...o.outcome, evidence };
+  }
+  return { status: "graded", ...grade.reward, log: grade.log, ...o.outcome, evidence };
+}

@@ -1,5 +1,3 @@
-import { rm } from "node:fs/promises";
-import { basename } from "node:path";
 import { Labels } from "@denv/spec";
 import type { HostRuntime, Settled } from "../../runtime/host-runtime.js";
 import { templatePrefix } from "../e2b/build-template.js";
@@ -42,11 +40,7 @@ export async function gc(host: DaytonaHost): Promise<{ removed: string[] }> {
       (e: unknown) => errors.push(e),
     );
   }
-  for (const file of await host.records.unreferencedTests()) {
-    if (host.inFlight.has(basename(file, ".tar"))) continue;
-    await rm(file, { force: true });
-    removed.push(`tests ${basename(file)}`);
-  }
+  removed.push(...(await host.records.sweepTests(host.inFlight)));
   if (errors.length > 0) throw new AggregateError(errors, `daytona gc: ${errors.length} removal(s) failed`);
   return { removed };
 }
@@ -60,15 +54,10 @@ export async function releaseAll(
   host: DaytonaHost,
   runtime: { destroy(envId: string): Promise<void>; deleteVersion(versionId: string): Promise<void> },
 ): Promise<{ removed: string[] }> {
-  const removed: string[] = [];
-  for (const rec of await host.records.environments()) {
-    await runtime.destroy(rec.id);
-    removed.push(`environment ${rec.id} (sandbox ${rec.sandboxId})`);
-  }
-  for (const v of await host.records.versions()) {
-    await runtime.deleteVersion(v.id);
-    removed.push(`version ${v.id} (snapshot ${v.snapshot})`);
-  }
+  const removed = await host.records.releaseRecorded(runtime, {
+    environment: (rec) => `sandbox ${rec.sandboxId}`,
+    version: (v) => `snapshot ${v.snapshot}`,
+  });
   removed.push(...(await gc(host)).removed);
   const prefix = templatePrefix(host.hostId);
   for (const s of (await host.client.snapshot.list({ limit: 200 })).items) {

@@ -1,10 +1,10 @@
 import { randomBytes } from "node:crypto";
 import type { Readable } from "node:stream";
 import { buffer } from "node:stream/consumers";
-import { DEFAULT_OUTPUT_LIMIT, DenvError, ExitCodes, ProviderMessages } from "@denv/spec";
+import { DEFAULT_OUTPUT_LIMIT, DenvError, ProviderMessages } from "@denv/spec";
 import type { RawExecResult } from "../../exec-runner.js";
 import type { ExecOptions } from "../../runtime/environment-exec.js";
-import { Capped, EXEC_TAG, KILL_TAGGED, shellQuote } from "../e2b/sandbox-exec.js";
+import { Capped, EXEC_TAG, KILL_TAGGED, shellQuote, watchExec } from "../e2b/sandbox-exec.js";
 import { PROVIDER } from "./daytona-host.js";
 import type { DaytonaSandbox } from "./daytona-sdk.js";
 
@@ -73,25 +73,10 @@ export async function execInDaytona(
   await sbx.process.createSession(session);
   try {
     const { cmdId } = await sbx.process.executeSessionCommand(session, { command: line, runAsync: true });
-    let timedOut = false;
-    let cancelled = false;
-    const kill = () => void runScript(sbx, KILL_TAGGED, { DENV_KILL: tag }).catch(() => undefined);
-    const timer =
-      o.timeout !== undefined
-        ? setTimeout(
-            () => {
-              timedOut = true;
-              kill();
-            },
-            Math.round(o.timeout * 1000),
-          )
-        : undefined;
-    const onAbort = () => {
-      cancelled = true;
-      kill();
-    };
-    if (o.signal?.aborted) onAbort();
-    else o.signal?.addEventListener("abort", onAbort, { once: true });
+    const watch = watchExec(
+      o,
+      () => void runScript(sbx, KILL_TAGGED, { DENV_KILL: tag }).catch(() => undefined),
+    );
     let exitCode: number;
     try {
       await sbx.process.getSessionCommandLogs(
@@ -110,12 +95,11 @@ export async function execInDaytona(
       );
       exitCode = await exitOf(sbx, session, cmdId);
     } finally {
-      if (timer) clearTimeout(timer);
-      o.signal?.removeEventListener("abort", onAbort);
+      watch.dispose();
     }
+    const { timedOut, cancelled } = watch;
     if (timedOut || cancelled) await runScript(sbx, KILL_TAGGED, { DENV_KILL: tag }).catch(() => undefined);
-    if (timedOut) exitCode = ExitCodes.timedOut;
-    else if (cancelled) exitCode = 137;
+    exitCode = watch.exitCode(exitCode);
     return {
       exitCode,
       stdout: out.value(),

@@ -1,4 +1,4 @@
-import { DenvError, ProviderMessages } from "@denv/spec";
+import { DenvError } from "@denv/spec";
 import type { EgressCanary } from "../e2b/egress-probe.js";
 import type { DaytonaRecords } from "./daytona-records.js";
 import { type DaytonaClient, loadDaytona } from "./daytona-sdk.js";
@@ -31,9 +31,4 @@ export async function provider<T>(fn: () => Promise<T>): Promise<T> {
       throw new DenvError("unauthorized", `${PROVIDER}: ${message}`);
     throw new DenvError("docker", `${PROVIDER}: ${message}`);
   }
-}
-
-/** A verb this runtime does not do, refused in one line. */
-export function unsupported(verb: string, why: string): DenvError {
-  return new DenvError("conflict", ProviderMessages.unsupportedVerb(PROVIDER, verb, why));
 }

@@ -1,4 +1,5 @@
 import type { HostEnvironment, Version } from "@denv/spec";
+import { sandboxVersion } from "../sandbox-reports.js";
 import { PROVIDER } from "./daytona-host.js";
 import type { DaytonaEnvironmentRecord, DaytonaVersionRecord } from "./daytona-records.js";
 
@@ -33,19 +34,5 @@ export function hostEnvironment(hostId: string, rec: DaytonaEnvironmentRecord): 
 
 /** A version as the protocol reports it: a Daytona snapshot of one sandbox's filesystem. */
 export function hostVersion(hostId: string, v: DaytonaVersionRecord): Version {
-  return {
-    id: v.id,
-    project: v.project,
-    number: v.number,
-    host_id: hostId,
-    source_environment: v.sourceEnvironment,
-    ...(v.parentVersion ? { parent_version: v.parentVersion } : {}),
-    digests: { [v.plan.agent.service]: v.snapshot },
-    volumes: {},
-    method: METHOD,
-    // Daytona does not say how large a snapshot is.
-    sizes: { layer_bytes: 0, volume_bytes: 0 },
-    timings: v.timings,
-    created_at: v.createdAt,
-  };
+  return sandboxVersion(hostId, v, v.snapshot, METHOD);
 }

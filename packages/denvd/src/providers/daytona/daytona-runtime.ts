@@ -23,8 +23,9 @@ import type { VerifyOptions } from "../../runtime/verify-environment.js";
 import { slug, templatePrefix } from "../e2b/build-template.js";
 import { checkPlan } from "../e2b/check-plan.js";
 import type { EgressCanary } from "../e2b/egress-probe.js";
+import { SandboxRuntime } from "../sandbox-runtime.js";
 import { gc as collectGarbage, releaseAll, settle as settleCommand } from "./daytona-cleanup.js";
-import { type DaytonaHost, PROVIDER, provider, unsupported } from "./daytona-host.js";
+import { type DaytonaHost, PROVIDER, provider } from "./daytona-host.js";
 import {
   createEnvironment,
   type EnvironmentBase,
@@ -76,7 +77,11 @@ const verbs = async () => ({
  * of its own (daytona-verify.ts). Stop and start are Daytona's: every process ends at a stop.
  * Egress is Daytona's `networkBlockAll`, probed from inside against the configured canaries.
  */
-export class DaytonaRuntime implements HostRuntime {
+export class DaytonaRuntime
+  extends SandboxRuntime<DaytonaEnvironmentRecord, DaytonaVersionRecord>
+  implements HostRuntime
+{
+  protected readonly provider = PROVIDER;
   readonly engine = undefined;
   private readonly locks = new Locks();
   private readonly sandboxes = new Map<string, DaytonaSandbox>();
@@ -84,7 +89,9 @@ export class DaytonaRuntime implements HostRuntime {
   private constructor(
     private readonly host: DaytonaHost,
     readonly stateDir: string,
-  ) {}
+  ) {
+    super();
+  }
 
   get hostId(): string {
     return this.host.hostId;
@@ -248,10 +255,7 @@ export class DaytonaRuntime implements HostRuntime {
     return this.locks.with(envId, async () => {
       const rec = await this.requireEnvironment(envId);
       const sbx = await this.sandbox(rec);
-      const versions = await this.host.records.versions();
-      const number =
-        opts.number ??
-        1 + Math.max(0, ...versions.filter((v) => v.project === rec.project).map((v) => v.number));
+      const number = opts.number ?? (await this.host.records.nextVersionNumber(rec.project));
       const id = `${rec.project}@v${number}`;
       if (await this.host.records.getVersion(id)) throw new DenvError("conflict", `version ${id} exists`);
       const started = Date.now();
@@ -379,26 +383,18 @@ export class DaytonaRuntime implements HostRuntime {
     });
   }
 
-  async logs(_envId: string): Promise<{ stdout: string; stderr: string }> {
-    throw unsupported("logs", "a sandbox runs no service process of denv's to read the logs of");
-  }
-
   // ---------------------------------------------------------------- what the host holds
 
-  async list(): Promise<{ environments: HostEnvironment[]; versions: Version[] }> {
-    const environments = (await this.host.records.environments()).map((r) => hostEnvironment(this.hostId, r));
-    const versions = (await this.host.records.versions())
-      .sort((a, b) => a.number - b.number)
-      .map((v) => hostVersion(this.hostId, v));
-    return { environments, versions };
+  protected get records(): DaytonaRecords {
+    return this.host.records;
   }
 
-  async has(envId: string): Promise<boolean> {
-    return (await this.host.records.getEnvironment(envId)) !== undefined;
+  protected reportEnvironment(rec: DaytonaEnvironmentRecord): HostEnvironment {
+    return hostEnvironment(this.hostId, rec);
   }
 
-  async version(versionId: string): Promise<Version> {
-    return hostVersion(this.hostId, await this.requireVersion(versionId));
+  protected reportVersion(v: DaytonaVersionRecord): Version {
+    return hostVersion(this.hostId, v);
   }
 
   /** Everything this host holds at Daytona removed, for `denvd release` when its target goes. */
@@ -418,18 +414,6 @@ export class DaytonaRuntime implements HostRuntime {
   }
 
   // ---------------------------------------------------------------- helpers
-
-  private async requireEnvironment(envId: string): Promise<DaytonaEnvironmentRecord> {
-    const rec = await this.host.records.getEnvironment(envId);
-    if (!rec) throw new DenvError("not_found", `environment ${envId} not found on host ${this.hostId}`);
-    return rec;
-  }
-
-  private async requireVersion(versionId: string): Promise<DaytonaVersionRecord> {
-    const v = await this.host.records.getVersion(versionId);
-    if (!v) throw new DenvError("not_found", `version ${versionId} not found on host ${this.hostId}`);
-    return v;
-  }
 
   /** The SDK's handle of the environment's sandbox, got once and kept. */
   private async sandbox(rec: DaytonaEnvironmentRecord): Promise<DaytonaSandbox> {

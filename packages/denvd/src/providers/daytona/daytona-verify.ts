@@ -19,7 +19,7 @@ import {
   checkSmokeVersion,
   noVerifier,
   refusedSubmission,
-  ungradedMessage,
+  sandboxVerifyResult,
 } from "../../runtime/verify-results.js";
 import { shellQuote } from "../e2b/sandbox-exec.js";
 import { execInDaytona, runScript } from "./daytona-exec.js";
@@ -146,23 +146,14 @@ export async function verifyOnDaytona(
     };
     phase.end("run verifier", verifier, "collect");
     phase.end("collect", { reward: grade.reward?.reward ?? null });
-    const evidence: HostVerifyResult["evidence"] = {
-      ...episodeEvidence,
-      submission: grade.submission,
+    return sandboxVerifyResult({
+      grade,
+      vplan,
+      outcome,
+      episode: episodeEvidence,
       verifier,
-      timings: {
-        ...(agent ? { stop_agent_ms: tStopped - t0, snapshot_ms: tSnap - tStopped } : {}),
-        fork_ms: tForked - tSnap,
-        prepare_ms: grade.prepareMs,
-        run_ms: grade.durationMs,
-        total_ms: Date.now() - t0,
-      },
-    };
-    if (!grade.reward) {
-      const message = ungradedMessage(grade, vplan.timeoutSec);
-      return { status: "failed", reward: 0, rewards: {}, message, log: grade.log, ...outcome, evidence };
-    }
-    return { status: "graded", ...grade.reward, log: grade.log, ...outcome, evidence };
+      times: { t0, stopped: tStopped, snapshot: tSnap, forked: tForked, agentStopped: agent !== undefined },
+    });
   } finally {
     phase.start("clean up");
     await fork.release();

@@ -1,4 +1,4 @@
-import { DenvError, ProviderMessages } from "@denv/spec";
+import { DenvError } from "@denv/spec";
 import { PROVIDER } from "./check-plan.js";
 import type { E2bRecords } from "./e2b-records.js";
 import { type E2bSandbox, loadE2b, type sdkOptions } from "./e2b-sdk.js";
@@ -39,11 +39,6 @@ export async function provider<T>(fn: () => Promise<T>): Promise<T> {
 export async function connectSandbox(host: E2bHost, sandboxId: string): Promise<E2bSandbox> {
   const { Sandbox } = await loadE2b();
   return provider(() => Sandbox.connect(sandboxId, { ...host.api, timeoutMs: host.timeoutMs }));
-}
-
-/** A verb this runtime does not do, refused in one line. */
-export function unsupported(verb: string, why: string): DenvError {
-  return new DenvError("conflict", ProviderMessages.unsupportedVerb(PROVIDER, verb, why));
 }
 
 /** Every running recorded sandbox's timeout set again (E2B kills one when it passes; a paused one has none). */

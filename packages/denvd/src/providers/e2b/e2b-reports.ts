@@ -1,4 +1,5 @@
 import type { HostEnvironment, Version } from "@denv/spec";
+import { sandboxVersion } from "../sandbox-reports.js";
 import { PROVIDER } from "./check-plan.js";
 import type { E2bEnvironmentRecord, E2bVersionRecord } from "./e2b-records.js";
 
@@ -40,19 +41,5 @@ export function hostEnvironment(hostId: string, rec: E2bEnvironmentRecord): Host
 
 /** A version as the protocol reports it: an E2B snapshot of one sandbox. */
 export function hostVersion(hostId: string, v: E2bVersionRecord): Version {
-  return {
-    id: v.id,
-    project: v.project,
-    number: v.number,
-    host_id: hostId,
-    source_environment: v.sourceEnvironment,
-    ...(v.parentVersion ? { parent_version: v.parentVersion } : {}),
-    digests: { [v.plan.agent.service]: v.snapshotId },
-    volumes: {},
-    method: METHOD,
-    // E2B does not say how large a snapshot is.
-    sizes: { layer_bytes: 0, volume_bytes: 0 },
-    timings: v.timings,
-    created_at: v.createdAt,
-  };
+  return sandboxVersion(hostId, v, v.snapshotId, METHOD);
 }

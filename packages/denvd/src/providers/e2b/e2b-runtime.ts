@@ -19,9 +19,10 @@ import { Locks } from "../../runtime/locks.js";
 import { noPhases, type PhaseListener } from "../../runtime/phase-listener.js";
 import type { DeployRequest } from "../../runtime/runtime.js";
 import type { VerifyOptions } from "../../runtime/verify-environment.js";
+import { SandboxRuntime } from "../sandbox-runtime.js";
 import { checkPlan, PROVIDER } from "./check-plan.js";
 import { gc as collectGarbage, releaseAll, settle as settleCommand } from "./e2b-cleanup.js";
-import { connectSandbox, type E2bHost, provider, renewTimeouts, unsupported } from "./e2b-host.js";
+import { connectSandbox, type E2bHost, provider, renewTimeouts } from "./e2b-host.js";
 import { captureVersion, pauseEnvironment, resumeEnvironment } from "./e2b-lifecycle.js";
 import {
   createEnvironment,
@@ -83,7 +84,11 @@ const verbs = async () => ({
  * against the configured canaries. Memory and cpu caps are the template's; E2B has no pid cap nor no-new-privileges of
  * denv's. `release` gives back everything the host made at E2B when its target is removed.
  */
-export class E2bRuntime implements HostRuntime {
+export class E2bRuntime
+  extends SandboxRuntime<E2bEnvironmentRecord, E2bVersionRecord>
+  implements HostRuntime
+{
+  protected readonly provider = PROVIDER;
   readonly engine = undefined;
   private readonly locks = new Locks();
   private readonly sandboxes = new Map<string, E2bSandbox>();
@@ -92,7 +97,9 @@ export class E2bRuntime implements HostRuntime {
   private constructor(
     private readonly o: E2bRuntimeOptions,
     private readonly host: E2bHost,
-  ) {}
+  ) {
+    super();
+  }
 
   get hostId(): string {
     return this.host.hostId;
@@ -273,15 +280,7 @@ export class E2bRuntime implements HostRuntime {
     const command = opts.command ?? `snapshot-${newId()}`;
     return this.locks.with(envId, async () => {
       const { rec, sbx } = await this.open(envId);
-      const number =
-        opts.number ??
-        1 +
-          Math.max(
-            0,
-            ...(await this.host.records.versions())
-              .filter((v) => v.project === rec.project)
-              .map((v) => v.number),
-          );
+      const number = opts.number ?? (await this.host.records.nextVersionNumber(rec.project));
       const v = await captureVersion(this.host, rec, sbx, { number, command, phase });
       return hostVersion(this.hostId, v);
     });
@@ -356,26 +355,18 @@ export class E2bRuntime implements HostRuntime {
       return hostEnvironment(this.hostId, rec);
     });
   }
-  async logs(_envId: string): Promise<{ stdout: string; stderr: string }> {
-    throw unsupported("logs", "a sandbox runs no service process of denv's to read the logs of");
-  }
-
   // ---------------------------------------------------------------- what the host holds
 
-  async list(): Promise<{ environments: HostEnvironment[]; versions: Version[] }> {
-    const environments = (await this.host.records.environments()).map((r) => hostEnvironment(this.hostId, r));
-    const versions = (await this.host.records.versions())
-      .sort((a, b) => a.number - b.number)
-      .map((v) => hostVersion(this.hostId, v));
-    return { environments, versions };
+  protected get records(): E2bRecords {
+    return this.host.records;
   }
 
-  async has(envId: string): Promise<boolean> {
-    return (await this.host.records.getEnvironment(envId)) !== undefined;
+  protected reportEnvironment(rec: E2bEnvironmentRecord): HostEnvironment {
+    return hostEnvironment(this.hostId, rec);
   }
 
-  async version(versionId: string): Promise<Version> {
-    return hostVersion(this.hostId, await this.requireVersion(versionId));
+  protected reportVersion(v: E2bVersionRecord): Version {
+    return hostVersion(this.hostId, v);
   }
 
   /**
@@ -407,18 +398,6 @@ export class E2bRuntime implements HostRuntime {
 
   private async refuseExisting(id: string, message: string): Promise<void> {
     if (await this.host.records.getEnvironment(id)) throw new DenvError("conflict", message);
-  }
-
-  private async requireEnvironment(envId: string): Promise<E2bEnvironmentRecord> {
-    const rec = await this.host.records.getEnvironment(envId);
-    if (!rec) throw new DenvError("not_found", `environment ${envId} not found on host ${this.hostId}`);
-    return rec;
-  }
-
-  private async requireVersion(versionId: string): Promise<E2bVersionRecord> {
-    const v = await this.host.records.getVersion(versionId);
-    if (!v) throw new DenvError("not_found", `version ${versionId} not found on host ${this.hostId}`);
-    return v;
   }
 
   /** The environment's record and its sandbox, connected once and kept; a stopped one refused. */

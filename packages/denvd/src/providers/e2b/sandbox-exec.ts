@@ -42,6 +42,43 @@ while [ "$round" -lt 10 ]; do
 done
 exit 1`;
 
+/**
+ * An exec's deadline and cancel: `kill` when the timeout passes or the signal aborts, which of
+ * the two happened, and the exit code the contract gives then (124 for a timeout, 137 for a
+ * cancel). `dispose` once the command has ended.
+ */
+export function watchExec(
+  o: Pick<ExecOptions, "timeout" | "signal">,
+  kill: () => void,
+): { timedOut: boolean; cancelled: boolean; exitCode(code: number): number; dispose(): void } {
+  const state = {
+    timedOut: false,
+    cancelled: false,
+    exitCode: (code: number) => (state.timedOut ? ExitCodes.timedOut : state.cancelled ? 137 : code),
+    dispose: () => {
+      if (timer) clearTimeout(timer);
+      o.signal?.removeEventListener("abort", onAbort);
+    },
+  };
+  const timer =
+    o.timeout !== undefined
+      ? setTimeout(
+          () => {
+            state.timedOut = true;
+            kill();
+          },
+          Math.round(o.timeout * 1000),
+        )
+      : undefined;
+  const onAbort = () => {
+    state.cancelled = true;
+    kill();
+  };
+  if (o.signal?.aborted) onAbort();
+  else o.signal?.addEventListener("abort", onAbort, { once: true });
+  return state;
+}
+
 /** Keeps the first `limit` bytes of a stream and says whether more came. */
 export class Capped {
   private chunks: Buffer[] = [];
@@ -130,25 +167,7 @@ export async function execInSandbox(
       o.onStderr?.(b);
     },
   });
-  let timedOut = false;
-  let cancelled = false;
-  const kill = () => void handle.kill().catch(() => false);
-  const timer =
-    o.timeout !== undefined
-      ? setTimeout(
-          () => {
-            timedOut = true;
-            kill();
-          },
-          Math.round(o.timeout * 1000),
-        )
-      : undefined;
-  const onAbort = () => {
-    cancelled = true;
-    kill();
-  };
-  if (o.signal?.aborted) onAbort();
-  else o.signal?.addEventListener("abort", onAbort, { once: true });
+  const watch = watchExec(o, () => void handle.kill().catch(() => false));
   let exitCode: number;
   try {
     exitCode = (await handle.wait()).exitCode;
@@ -156,12 +175,11 @@ export async function execInSandbox(
     if (!(e instanceof CommandExitError)) throw e;
     exitCode = e.exitCode;
   } finally {
-    if (timer) clearTimeout(timer);
-    o.signal?.removeEventListener("abort", onAbort);
+    watch.dispose();
   }
+  const { timedOut, cancelled } = watch;
   if (timedOut || cancelled) await killTagged(sbx, tag);
-  if (timedOut) exitCode = ExitCodes.timedOut;
-  else if (cancelled) exitCode = 137;
+  exitCode = watch.exitCode(exitCode);
   return {
     exitCode,
     stdout: out.value(),
