@@ -3,8 +3,7 @@ import { readFile } from "node:fs/promises";
 import { join, resolve, sep } from "node:path";
 import { DenvError, type ServicePlan } from "@denv/spec";
 import { hashTree, slug, templatePrefix } from "../e2b/build-template.js";
-import type { DaytonaHost } from "./daytona-host.js";
-import { provider } from "./daytona-host.js";
+import { type DaytonaHost, PROVIDER, provider } from "./daytona-host.js";
 import { loadDaytona } from "./daytona-sdk.js";
 
 /** What a snapshot is built from: a service's build or image, and its caps. */
@@ -45,14 +44,43 @@ export async function buildSnapshot(
     image = Image.base(svc.image);
   }
   const name = `${templatePrefix(host.hostId)}${slug(input.project, 24)}-${hash.digest("hex").slice(0, 16)}`;
-  const existing = await host.client.snapshot.get(name).catch(() => undefined);
+  const existing = await settled(host, name);
   if (existing?.state === "active") return { name, built: false };
+  // Failed or deactivated: built again under the same name.
   if (existing) await provider(() => host.client.snapshot.delete(existing));
-  await provider(() =>
-    host.client.snapshot.create(
+  const { DaytonaConflictError } = await loadDaytona();
+  try {
+    await host.client.snapshot.create(
       { name, image, resources: { cpu, memory } },
       { ...(input.onLog ? { onLogs: input.onLog } : {}) },
-    ),
-  );
+    );
+  } catch (e) {
+    // Another deploy of the same content asked first: its build, once done, is this one's.
+    const theirs = e instanceof DaytonaConflictError && (await settled(host, name))?.state === "active";
+    if (!theirs) return provider(() => Promise.reject(e));
+    return { name, built: false };
+  }
   return { name, built: true };
+}
+
+/** How long a deploy waits for another's build of the same snapshot. */
+const SETTLE_TIMEOUT_MS = 30 * 60_000;
+
+/** States of a snapshot that another deploy is still making (or Daytona still removing). */
+const UNSETTLED = new Set(["pending", "building", "pulling", "snapshotting", "removing"]);
+
+/**
+ * The snapshot of that name once no one is making it any more: a deploy of the same content
+ * (another environment of the project) waits for that build instead of deleting it under it.
+ */
+async function settled(host: DaytonaHost, name: string) {
+  const deadline = Date.now() + SETTLE_TIMEOUT_MS;
+  for (;;) {
+    const s = await host.client.snapshot.get(name).catch(() => undefined);
+    if (!s || !UNSETTLED.has(s.state)) return s;
+    if (Date.now() > deadline) {
+      throw new DenvError("timeout", `${PROVIDER}: snapshot ${name} is still ${s.state} after 30 minutes`);
+    }
+    await new Promise((r) => setTimeout(r, 1000));
+  }
 }

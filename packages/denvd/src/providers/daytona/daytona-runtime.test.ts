@@ -245,6 +245,20 @@ describe("DaytonaRuntime on the Daytona double", { timeout: 120_000 }, () => {
     expect(double.liveSandboxes()).toBe(before);
   });
 
+  it("two deploys of the same content at once share one snapshot: the second takes the first's build", async () => {
+    const dir2 = await project("twin", SHOP.replace("echo up", "echo twin"));
+    const [a, b] = await Promise.all([
+      rt.deploy({ project: "twin", projectDir: dir2, environment: "one" }),
+      rt.deploy({ project: "twin", projectDir: dir2, environment: "two" }),
+    ]);
+    const snapshot = a.services[0]?.image_id ?? "";
+    expect(b.services[0]?.image_id).toBe(snapshot);
+    const { items } = await new Daytona(double.config).snapshot.list();
+    expect(items.filter((s) => s.name === snapshot).map((s) => s.state)).toEqual(["active"]);
+    await rt.destroy(a.id);
+    await rt.destroy(b.id);
+  });
+
   it("the egress probe is not blind: a sandbox with the network open reaches the canary and fails it", async () => {
     const { probeEgress } = await import("./daytona-materialize.js");
     const client = new Daytona(double.config);
