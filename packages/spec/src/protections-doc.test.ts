@@ -58,6 +58,7 @@ describe("docs/reference/protections.md lists every exact string", () => {
       ProviderMessages.internetAllowed("<sandbox>"),
       ProviderMessages.probeFailed("<service>", "<detail>"),
       ProviderMessages.agentBecomesRoot("<service>", "<user>", "<how>"),
+      ProviderMessages.agentWritesSystem("<service>", "<user>", "<path>"),
       ProviderMessages.paused("<provider>", "<environment>", "<how>"),
       ProviderMessages.agentAsVerifier("<service>", "<user>", 1001),
     ]) {

@@ -27,6 +27,12 @@ export const ProviderMessages = {
   /** The agent's user can become root in the sandbox without a password (protection 1). */
   agentBecomesRoot: (service: string, user: string, how: string) =>
     `refused: user '${user}' of service '${service}' can become root without a password (${how}), and the agent is never root on an rl-environment (protection 1); remove that from the image`,
+  /**
+   * The image lets the agent write where root takes its programs from in a single-sandbox
+   * provider's verify (root prepares the verifier in the agent's filesystem).
+   */
+  agentWritesSystem: (service: string, user: string, path: string) =>
+    `refused: user '${user}' of service '${service}' can write ${path}, where root takes the programs it runs to prepare the verifier, and the agent never writes what root runs (protection 2); fix the image's permissions`,
   /** The agent asks to act as the verifier's uid, where the verifier runs in the agent's sandbox. */
   agentAsVerifier: (service: string, user: string, uid: number) =>
     `refused: user '${user}' is uid ${uid} in service '${service}', the verifier's, whose grading runs in this sandbox; the agent never acts as the verifier (protection 2)`,

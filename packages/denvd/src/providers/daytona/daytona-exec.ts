@@ -5,6 +5,7 @@ import { DEFAULT_OUTPUT_LIMIT, DenvError, ProviderMessages } from "@denv/spec";
 import type { RawExecResult } from "../../exec-runner.js";
 import type { ExecOptions } from "../../runtime/environment-exec.js";
 import { Capped, EXEC_TAG, KILL_TAGGED, shellQuote, watchExec } from "../e2b/sandbox-exec.js";
+import { SYSTEM_PATH } from "../e2b/sandbox-user.js";
 import { PROVIDER } from "./daytona-host.js";
 import type { DaytonaSandbox } from "./daytona-sdk.js";
 
@@ -19,6 +20,18 @@ export async function runScript(
 ): Promise<{ exitCode: number; output: string }> {
   const r = await sbx.process.executeCommand(script, "/", env, 0);
   return { exitCode: r.exitCode, output: r.result };
+}
+
+/**
+ * runScript for denvd's own tools (tar, mkdir, chown, setpriv's cat): with SYSTEM_PATH, never a
+ * directory the image gave its users, where root runs them in a verify's sandbox.
+ */
+export function runTool(
+  sbx: DaytonaSandbox,
+  script: string,
+  env: Record<string, string> = {},
+): Promise<{ exitCode: number; output: string }> {
+  return runScript(sbx, `export PATH=${SYSTEM_PATH}; ${script}`, env);
 }
 
 /**
@@ -75,7 +88,7 @@ export async function execInDaytona(
     const { cmdId } = await sbx.process.executeSessionCommand(session, { command: line, runAsync: true });
     const watch = watchExec(
       o,
-      () => void runScript(sbx, KILL_TAGGED, { DENV_KILL: tag }).catch(() => undefined),
+      () => void runTool(sbx, KILL_TAGGED, { DENV_KILL: tag }).catch(() => undefined),
     );
     let exitCode: number;
     try {
@@ -98,7 +111,7 @@ export async function execInDaytona(
       watch.dispose();
     }
     const { timedOut, cancelled } = watch;
-    if (timedOut || cancelled) await runScript(sbx, KILL_TAGGED, { DENV_KILL: tag }).catch(() => undefined);
+    if (timedOut || cancelled) await runTool(sbx, KILL_TAGGED, { DENV_KILL: tag }).catch(() => undefined);
     exitCode = watch.exitCode(exitCode);
     return {
       exitCode,

@@ -6,7 +6,7 @@ import type { Readable } from "node:stream";
 import { DenvError } from "@denv/spec";
 import { DEFAULT_LIMITS, type GuardedArchive, guardTar } from "../../files/tar-guard.js";
 import { shellQuote } from "../e2b/sandbox-exec.js";
-import { runScript } from "./daytona-exec.js";
+import { runTool } from "./daytona-exec.js";
 import type { DaytonaSandbox } from "./daytona-sdk.js";
 
 /**
@@ -46,7 +46,7 @@ export async function putDaytonaFiles(
   await using guarded = await guardTar(archive);
   const tmp = `/tmp/.denv-put-${randomBytes(8).toString("hex")}.tar`;
   await sbx.fs.uploadFile(await readFile(guarded.path), tmp);
-  const r = await runScript(
+  const r = await runTool(
     sbx,
     `mkdir -p -- ${shellQuote(dir)} && tar -xf ${shellQuote(tmp)} -C ${shellQuote(dir)} --no-same-owner 2>&1; s=$?; rm -f -- ${shellQuote(tmp)}; exit $s`,
   );
@@ -69,7 +69,7 @@ export async function readDaytonaArchive(sbx: DaytonaSandbox, path: string): Pro
   const parent = posix.dirname(abs);
   const base = abs === "/" ? "." : posix.basename(abs);
   try {
-    const r = await runScript(
+    const r = await runTool(
       sbx,
       `tar -cf ${shellQuote(tmp)} -C ${shellQuote(parent)} -- ${shellQuote(base)} 2>&1`,
     );
@@ -84,6 +84,6 @@ export async function readDaytonaArchive(sbx: DaytonaSandbox, path: string): Pro
     const packed = await sbx.fs.downloadFile(tmp);
     return await guardTar(packed, { displayRoot: parent });
   } finally {
-    await runScript(sbx, `rm -f -- ${shellQuote(tmp)}`).catch(() => undefined);
+    await runTool(sbx, `rm -f -- ${shellQuote(tmp)}`).catch(() => undefined);
   }
 }

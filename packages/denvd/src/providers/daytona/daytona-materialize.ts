@@ -3,7 +3,7 @@ import type { PhaseListener } from "../../runtime/phase-listener.js";
 import { startCommands } from "../e2b/build-template.js";
 import { probeFromInside } from "../e2b/egress-probe.js";
 import { shellQuote } from "../e2b/sandbox-exec.js";
-import { refuseEscalation } from "../e2b/sandbox-user.js";
+import { refuseEscalation, refuseWritableSystem } from "../e2b/sandbox-user.js";
 import { runScript } from "./daytona-exec.js";
 import { type DaytonaHost, PROVIDER, provider } from "./daytona-host.js";
 import type { DaytonaEnvironmentRecord, DaytonaVersionRecord } from "./daytona-records.js";
@@ -81,6 +81,7 @@ export async function createEnvironment(
       if (agentUid === 0) throw new DenvError("agent_root", Protection.agentRoot(service.name));
       const run = async (script: string) => (await runScript(made, script)).output;
       await refuseEscalation(run, { name: plan.agent.user, uid: agentUid }, service.name);
+      await refuseWritableSystem(run, { name: plan.agent.user, uid: agentUid }, service.name);
     }
     await startService(made, service);
     phase.end("start", { containers: { [service.name]: made.id } });

@@ -242,6 +242,13 @@ describe("DaytonaRuntime on the Daytona double", { timeout: 120_000 }, () => {
     expect((await refusal(rt.deploy({ project: "toor", projectDir: toor }))).message).toBe(
       Protection.agentRoot("main"),
     );
+    // An image that lets the agent write where root takes its programs from in the verify's
+    // sandbox (the agent's filesystem): refused before any command of the agent's.
+    const open = await project("open", SHOP);
+    await writeFile(join(open, "Dockerfile"), `${DOCKERFILE}RUN chmod 777 /usr/bin\n`);
+    expect((await refusal(rt.deploy({ project: "open", projectDir: open }))).message).toBe(
+      ProviderMessages.agentWritesSystem("main", "1000", "/bin"),
+    );
     expect(double.liveSandboxes()).toBe(before);
   });
 

@@ -22,7 +22,7 @@ import {
   sandboxVerifyResult,
 } from "../../runtime/verify-results.js";
 import { shellQuote } from "../e2b/sandbox-exec.js";
-import { execInDaytona, runScript } from "./daytona-exec.js";
+import { execInDaytona, runScript, runTool } from "./daytona-exec.js";
 import { putDaytonaFiles, readDaytonaArchive } from "./daytona-files.js";
 import { type DaytonaHost, PROVIDER, provider } from "./daytona-host.js";
 import { probeEgress, startService, waitHealthy } from "./daytona-materialize.js";
@@ -169,7 +169,7 @@ export async function verifyOnDaytona(
 function as(user: PasswdUser): string[] {
   if (user.uid === 0) return [];
   return [
-    "setpriv",
+    "/usr/bin/setpriv",
     `--reuid=${user.uid}`,
     `--regid=${user.gid}`,
     // Its groups from /etc/group, as the engine gives a named user (a shared database's group).
@@ -336,7 +336,7 @@ async function gradeInDaytona(
 
 /** A script as root (the verify sandbox's one user); a failure names its output. */
 async function root(sbx: DaytonaSandbox, script: string): Promise<void> {
-  const r = await provider(() => runScript(sbx, `${script} 2>&1`));
+  const r = await provider(() => runTool(sbx, `${script} 2>&1`));
   if (r.exitCode !== 0)
     throw new DenvError("docker", `${PROVIDER}: preparing the verifier failed: ${r.output.trim()}`);
 }
@@ -345,7 +345,7 @@ async function root(sbx: DaytonaSandbox, script: string): Promise<void> {
 async function readReward(sbx: DaytonaSandbox, user: PasswdUser) {
   for (const name of REWARD_FILES) {
     const cat = [...as(user), "cat", "--", `${REWARD_DIR}/${name}`].map(shellQuote).join(" ");
-    const r = await provider(() => runScript(sbx, `${cat} 2>/dev/null`));
+    const r = await provider(() => runTool(sbx, `${cat} 2>/dev/null`));
     if (r.exitCode !== 0) continue;
     return parseReward(name, r.output);
   }

@@ -7,7 +7,14 @@ import { METHOD } from "./e2b-reports.js";
 import { type E2bSandbox, loadE2b } from "./e2b-sdk.js";
 import { probeSandboxEgress } from "./egress-probe.js";
 import { processBaseline, resumeProcesses } from "./sandbox-processes.js";
-import { lookupUser, readPasswd, refuseRootAgent, type SandboxUser } from "./sandbox-user.js";
+import {
+  lookupUser,
+  readPasswd,
+  refuseRootAgent,
+  refuseWritableSystem,
+  runAs,
+  type SandboxUser,
+} from "./sandbox-user.js";
 
 /** What an environment is before it has a sandbox. */
 export interface EnvironmentBase {
@@ -69,7 +76,10 @@ export async function createEnvironment(
     phase.end("start", { containers: { [service]: made.sandboxId } });
     const passwd = await readPasswd(made);
     const agent = lookupUser(passwd, plan.agent.user);
-    if (plan.kind === "rl-environment") await refuseRootAgent(made, agent, service);
+    if (plan.kind === "rl-environment") {
+      await refuseRootAgent(made, agent, service);
+      await refuseWritableSystem(runAs(made, agent), agent, service);
+    }
     // A verifier that reaches the services grades in this sandbox: its uid is not the agent's to
     // act as. One whose user the sandbox lacks cannot run here (its verify says so).
     const sharing =

@@ -252,7 +252,7 @@ describe("verify on E2B", { timeout: 60_000 }, () => {
     expect((await rt.list()).environments.map((e) => e.id)).toEqual([ENV]);
   });
 
-  it("refuses, leaving nothing, a verifier E2B cannot run in the fork's sandbox and an agent that can become root", async () => {
+  it("refuses, leaving nothing, a verifier E2B cannot run in the fork's sandbox, an agent that can become root or write what root runs", async () => {
     const sandboxes = server.sandboxes.size;
     const cases: Array<[string, string]> = [
       [
@@ -278,6 +278,12 @@ describe("verify on E2B", { timeout: 60_000 }, () => {
     expect(e.message).toBe(
       ProviderMessages.agentBecomesRoot("main", "user", "su with an empty root password"),
     );
+    // An image that lets the agent write where root takes its programs from (root prepares the
+    // verifier in the fork's sandbox, from the agent's filesystem): refused the same way.
+    const open = await project("open", compose(VERIFIER));
+    await writeFile(join(open, "Dockerfile"), `${DOCKERFILE}RUN chmod 777 /usr/bin\n`);
+    const w = await refusal(rt.deploy({ project: "open", projectDir: open }));
+    expect(w.message).toBe(ProviderMessages.agentWritesSystem("main", "user", "/bin"));
     expect(server.sandboxes.size).toBe(sandboxes);
   });
 

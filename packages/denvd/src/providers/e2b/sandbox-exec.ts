@@ -7,7 +7,7 @@ import type { ExecOptions } from "../../runtime/environment-exec.js";
 import { PROVIDER } from "./check-plan.js";
 import type { E2bSandbox } from "./e2b-sdk.js";
 import { loadE2b } from "./e2b-sdk.js";
-import type { SandboxUser } from "./sandbox-user.js";
+import { type SandboxUser, SYSTEM_PATH } from "./sandbox-user.js";
 
 /** One word for a POSIX shell, whatever it holds. */
 export function shellQuote(word: string): string {
@@ -25,7 +25,12 @@ async function killTagged(sbx: E2bSandbox, tag: string): Promise<void> {
   // What survives ten rounds (or a failed call) is the agent's still: the verify's stop of the
   // agent kills every process that was not running when the sandbox was ready.
   await sbx.commands
-    .run(KILL_TAGGED, { user: "root", cwd: "/", envs: { DENV_KILL: tag }, timeoutMs: 0 })
+    .run(`export PATH=${SYSTEM_PATH}; ${KILL_TAGGED}`, {
+      user: "root",
+      cwd: "/",
+      envs: { DENV_KILL: tag },
+      timeoutMs: 0,
+    })
     .catch(() => undefined);
 }
 

@@ -8,7 +8,7 @@ import tar from "tar-stream";
 import { DEFAULT_LIMITS, type GuardedArchive, type GuardLimits, guardTar } from "../../files/tar-guard.js";
 import { type E2bSandbox, loadE2b } from "./e2b-sdk.js";
 import { shellQuote } from "./sandbox-exec.js";
-import type { SandboxUser } from "./sandbox-user.js";
+import { type SandboxUser, SYSTEM_PATH } from "./sandbox-user.js";
 
 /**
  * The files verbs through E2B's files API. An upload is checked whole by denvd's special-file
@@ -109,7 +109,11 @@ export async function putSandboxFiles(
     }
     const { CommandExitError } = await loadE2b();
     try {
-      await sbx.commands.run(`set -e; ${script.join("; ")}`, { user: user.name, cwd: "/", timeoutMs: 0 });
+      await sbx.commands.run(`set -e; export PATH=${SYSTEM_PATH}; ${script.join("; ")}`, {
+        user: user.name,
+        cwd: "/",
+        timeoutMs: 0,
+      });
     } catch (e) {
       if (e instanceof CommandExitError) throw filesError(dir, e.stderr);
       throw e;

@@ -1,6 +1,7 @@
 import { DenvError, Protection } from "@denv/spec";
 import { PROVIDER } from "./check-plan.js";
 import { type E2bSandbox, loadE2b } from "./e2b-sdk.js";
+import { SYSTEM_PATH } from "./sandbox-user.js";
 
 /**
  * The processes of a sandbox, as root sees them in its /proc: the baseline a sandbox has when it
@@ -34,7 +35,9 @@ export async function asRoot(
 ): Promise<string> {
   const { CommandExitError } = await loadE2b();
   try {
-    return (await sbx.commands.run(script, { user: "root", cwd: "/", envs, timeoutMs: 0 })).stdout;
+    // A login shell's profile sets root's PATH again: the script sets its own.
+    const line = `export PATH=${SYSTEM_PATH}; ${script}`;
+    return (await sbx.commands.run(line, { user: "root", cwd: "/", envs, timeoutMs: 0 })).stdout;
   } catch (e) {
     if (e instanceof CommandExitError)
       throw new DenvError("docker", `${PROVIDER}: ${e.stderr.trim() || `exit ${e.exitCode}`}`);

@@ -112,9 +112,13 @@ const ROOT_ROUTES: ReadonlyArray<[string, string]> = [
  * @throws DenvError `agent_root` with Protection.agentRoot or ProviderMessages.agentBecomesRoot.
  */
 export async function refuseRootAgent(sbx: E2bSandbox, agent: SandboxUser, service: string): Promise<void> {
-  const run = async (script: string) =>
-    (await sbx.commands.run(script, { user: agent.name, cwd: "/", timeoutMs: 0 })).stdout;
-  return refuseEscalation(run, agent, service);
+  return refuseEscalation(runAs(sbx, agent), agent, service);
+}
+
+/** A shell script in the sandbox as `user` (from /, no timeout): its stdout. */
+export function runAs(sbx: E2bSandbox, user: SandboxUser): (script: string) => Promise<string> {
+  return async (script) =>
+    (await sbx.commands.run(script, { user: user.name, cwd: "/", timeoutMs: 0 })).stdout;
 }
 
 /**
@@ -130,4 +134,45 @@ export async function refuseEscalation(
   const script = ROOT_ROUTES.map(([how, cmd]) => `[ "$(${cmd})" = 0 ] && echo '${how}'`).join("; ");
   const how = (await run(`${script}; true`)).trim().split("\n")[0];
   if (how) throw new DenvError("agent_root", ProviderMessages.agentBecomesRoot(service, agent.name, how));
+}
+
+/**
+ * Where root takes its programs and libraries from: the directories of SYSTEM_PATH, the libraries'
+ * and /etc (the loader's preload list, the shells' profiles). A bridge's root scripts run with
+ * SYSTEM_PATH; /usr/local is left out of both, as images give it to their users.
+ */
+const SYSTEM_DIRS = [
+  "/",
+  "/bin",
+  "/sbin",
+  "/usr",
+  "/usr/bin",
+  "/usr/sbin",
+  "/lib",
+  "/lib64",
+  "/usr/lib",
+  "/usr/lib64",
+  "/etc",
+  "/etc/ld.so.preload",
+];
+
+/** The PATH a bridge's root scripts run with in a sandbox: none of it the agent's to write. */
+export const SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin";
+
+/**
+ * Protection 2 where the verifier is prepared in the agent's filesystem (a single-sandbox
+ * provider's fork): root runs programs from there, so none of the places it takes them from may
+ * be writable by the agent's user. Asked as the agent, before any command of the agent's; `run`
+ * runs a shell script in the sandbox as the agent and gives its stdout.
+ *
+ * @throws DenvError `forbidden` with ProviderMessages.agentWritesSystem naming the first such path.
+ */
+export async function refuseWritableSystem(
+  run: (script: string) => Promise<string>,
+  agent: SandboxUser,
+  service: string,
+): Promise<void> {
+  const script = `for p in ${SYSTEM_DIRS.join(" ")}; do [ -e "$p" ] && [ -w "$p" ] && echo "$p"; done; true`;
+  const path = (await run(script)).trim().split("\n")[0];
+  if (path) throw new DenvError("forbidden", ProviderMessages.agentWritesSystem(service, agent.name, path));
 }
