@@ -157,8 +157,8 @@ export async function runExec(docker: DockerClient, o: RunExecOptions): Promise<
     const root = pid || (await handle.pid().catch(() => 0));
     if (root <= 0) return;
     const rootStart = (await statOf(root))?.startTime ?? 0;
-    await killTree(root);
-    if (o.escapees) await killAll(await o.escapees(root, rootStart));
+    await killTree(root, o.containerId);
+    if (o.escapees) await killAll(await o.escapees(root, rootStart), o.containerId);
   };
   let timedOut = false;
   let timer: NodeJS.Timeout | undefined;

@@ -3,6 +3,13 @@ import { readdir, readFile } from "node:fs/promises";
 /**
  * Process trees read from the host's /proc. denvd runs on the host as root, so the pids Docker
  * reports (exec inspect, top) are host pids it can signal directly.
+ *
+ * A host pid names a process only while it lives: once it exits, the kernel hands the number to
+ * the next process it starts (pid_max is 32768 on many hosts, so under load a number comes back
+ * within minutes). Between listing a container's processes and signalling them, one may exit and
+ * its pid go to anything on the host: another environment's sandbox, the engine, denvd itself.
+ * So every signal here is scoped to a container: a pid is signalled only while its cgroup is
+ * that container's, read the moment before the signal.
  */
 
 export interface ProcStat {
@@ -71,20 +78,36 @@ export async function descendants(root: number): Promise<number[]> {
   return [...out];
 }
 
-function signal(pid: number, sig: NodeJS.Signals): void {
+/**
+ * Whether host pid `pid` is, now, a process of container `containerId`: the engine puts every
+ * process of a container (its services, its execs, a gVisor sandbox) in cgroups named after the
+ * container's full id, under cgroup v1 (`/docker/<id>`) and v2 (`docker-<id>.scope`) alike.
+ */
+export async function inContainer(pid: number, containerId: string): Promise<boolean> {
+  if (!/^[0-9a-f]{64}$/.test(containerId)) throw new Error(`not a full container id: ${containerId}`);
+  const cgroups = await readFile(`/proc/${pid}/cgroup`, "utf8").catch(() => "");
+  return cgroups.includes(containerId);
+}
+
+/** Signals `pid` only if it is still a process of the container; true when it was signalled. */
+async function signal(pid: number, sig: NodeJS.Signals, containerId: string): Promise<boolean> {
+  if (!(await inContainer(pid, containerId))) return false;
   try {
     process.kill(pid, sig);
+    return true;
   } catch {
-    // already gone
+    return false; // gone meanwhile
   }
 }
 
 /**
- * Kills a process tree without letting it escape: stop everything first (a stopped process
- * cannot fork, so children are not reparented away mid-walk), walk again until the set is
- * stable, then SIGKILL all of it.
+ * Kills a process tree of a container without letting it escape: stop everything first (a
+ * stopped process cannot fork, so children are not reparented away mid-walk), walk again until
+ * the set is stable, then SIGKILL all of it. Only the container's processes are touched: a
+ * gVisor exec's root is runsc's proxy on the host, outside the container, and is left to exit
+ * with the sandbox's processes.
  */
-export async function killTree(root: number): Promise<number[]> {
+export async function killTree(root: number, containerId: string): Promise<number[]> {
   const seen = new Set<number>();
   for (let round = 0; round < 10; round++) {
     const tree = await descendants(root);
@@ -92,21 +115,26 @@ export async function killTree(root: number): Promise<number[]> {
     if (fresh.length === 0) break;
     for (const p of fresh) {
       seen.add(p);
-      signal(p, "SIGSTOP");
+      await signal(p, "SIGSTOP", containerId);
     }
   }
-  for (const p of seen) signal(p, "SIGKILL");
-  return [...seen];
+  const killed: number[] = [];
+  for (const p of seen) if (await signal(p, "SIGKILL", containerId)) killed.push(p);
+  return killed;
 }
 
-/** SIGKILLs the given pids (stopping them first) and reports which are still alive afterwards. */
-export async function killAll(pids: number[], settleMs = 2000): Promise<number[]> {
-  for (const p of pids) signal(p, "SIGSTOP");
-  for (const p of pids) signal(p, "SIGKILL");
+/**
+ * SIGKILLs the given pids of a container (stopping them first) and reports which are still
+ * alive in it afterwards; a pid that is no longer the container's is not touched.
+ */
+export async function killAll(pids: number[], containerId: string, settleMs = 2000): Promise<number[]> {
+  for (const p of pids) await signal(p, "SIGSTOP", containerId);
+  for (const p of pids) await signal(p, "SIGKILL", containerId);
   const deadline = Date.now() + settleMs;
   let left = pids;
   while (Date.now() < deadline) {
-    left = (await Promise.all(left.map(async (p) => ((await alive(p)) ? p : 0)))).filter((p) => p > 0);
+    const live = async (p: number) => (await alive(p)) && (await inContainer(p, containerId));
+    left = (await Promise.all(left.map(async (p) => ((await live(p)) ? p : 0)))).filter((p) => p > 0);
     if (left.length === 0) return [];
     await new Promise((r) => setTimeout(r, 20));
   }

@@ -73,16 +73,30 @@ export async function stopAgent(
       sandboxKilled += found.length;
     }
   }
-  const extras = async (): Promise<number[]> => {
-    const out: number[] = [];
+  // Host pids, each with the container it was listed in: a pid is signalled only while it is
+  // still that container's (proc-tree.ts says why).
+  const extras = async (): Promise<Array<[string, number]>> => {
+    const out: Array<[string, number]> = [];
     for (const [svc, id] of Object.entries(rec.containers)) {
       if (sandboxRuntimeOf(rec, svc) !== undefined) continue;
       const base = baseline.get(svc) ?? new Set<string>();
       for (const p of await docker.containers.processes(id)) {
-        if (!base.has(`${p}:${await startTime(p)}`)) out.push(p);
+        if (!base.has(`${p}:${await startTime(p)}`)) out.push([id, p]);
       }
     }
     return out;
+  };
+  const killFound = async (found: Array<[string, number]>): Promise<number> => {
+    let survivors = 0;
+    for (const id of new Set(found.map(([c]) => c))) {
+      survivors += (
+        await killAll(
+          found.filter(([c]) => c === id).map(([, p]) => p),
+          id,
+        )
+      ).length;
+    }
+    return survivors;
   };
   // Rounds, until Docker's own view of the containers shows nothing extra: a process that
   // forked between a listing and its signal is caught by the next round, and so is a
@@ -91,9 +105,8 @@ export async function stopAgent(
   for (let round = 0; round < 10; round++) {
     const found = await extras();
     if (found.length === 0) return { killed, survivors: 0 };
-    const survivors = await killAll(found);
-    if (survivors.length > 0)
-      throw new DenvError("agent_survived", Protection.agentSurvived(survivors.length));
+    const survivors = await killFound(found);
+    if (survivors > 0) throw new DenvError("agent_survived", Protection.agentSurvived(survivors));
     killed += found.length;
   }
   const left = await extras();
