@@ -205,7 +205,7 @@ export class BridgeProcesses {
     const child = this.running.get(machine);
     if (typeof child === "number") {
       this.running.delete(machine);
-      await stopPid(child);
+      await stopPid(child, () => this.isBridge(machine, child));
       return;
     }
     if (!child || child.exitCode !== null) return;
@@ -221,9 +221,13 @@ export class BridgeProcesses {
     const dir = join(this.o.dir, machine);
     const pid = Number(await readFile(join(dir, "pid"), "utf8").catch(() => ""));
     if (!Number.isInteger(pid) || pid <= 0) return undefined;
-    // Only that bridge: a pid the kernel gave to another process since is left alone.
+    return (await this.isBridge(machine, pid)) ? pid : undefined;
+  }
+
+  /** Whether `pid` is, now, this machine's bridge: a pid the kernel gave to another process since is left alone. */
+  private async isBridge(machine: string, pid: number): Promise<boolean> {
     const cmdline = await readFile(`/proc/${pid}/cmdline`, "utf8").catch(() => "");
-    return cmdline.split("\0").includes(join(dir, "state")) ? pid : undefined;
+    return cmdline.split("\0").includes(join(this.o.dir, machine, "state"));
   }
 
   private async files(): Promise<BridgeFile[]> {
@@ -252,20 +256,15 @@ export class BridgeProcesses {
   }
 }
 
-/** SIGTERM, then SIGKILL after 10 s, to a process this control plane did not start. */
-async function stopPid(pid: number): Promise<void> {
-  const alive = () => {
-    try {
-      process.kill(pid, 0);
-      return true;
-    } catch {
-      return false;
-    }
-  };
-  if (!alive()) return;
+/**
+ * SIGTERM, then SIGKILL after 10 s, to a process this control plane did not start; each signal
+ * only while `isOurs` still says the pid is that process (once it exits, its pid can go to any).
+ */
+async function stopPid(pid: number, isOurs: () => Promise<boolean>): Promise<void> {
+  if (!(await isOurs())) return;
   process.kill(pid, "SIGTERM");
-  for (const until = Date.now() + 10_000; alive() && Date.now() < until; ) {
+  for (const until = Date.now() + 10_000; (await isOurs()) && Date.now() < until; ) {
     await new Promise((r) => setTimeout(r, 100));
   }
-  if (alive()) process.kill(pid, "SIGKILL");
+  if (await isOurs()) process.kill(pid, "SIGKILL");
 }
