@@ -1,0 +1,179 @@
+import { randomBytes } from "node:crypto";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { ApiError } from "./prime-api-error.js";
+import { Checkpoints } from "./prime-checkpoints.js";
+import { PrimeDocker } from "./prime-docker.js";
+import { Gateway } from "./prime-gateway.js";
+import { Sandboxes } from "./prime-sandboxes.js";
+
+/**
+ * Prime Intellect's sandbox service (https://docs.primeintellect.ai/api-reference/sandboxes) on
+ * 127.0.0.1 for tests, as the official `prime-sandboxes` SDK (0.5.1) calls it with
+ * `PRIME_API_BASE_URL=<url>`: the API under /api/v1 (Bearer API key; errors as FastAPI's
+ * `{"detail"}`) and the gateway on a second listener (see prime-gateway.ts). Sandboxes are
+ * containers of the images named in `images` (docker_image → local image; never pulled, no
+ * image builds); one created with an empty `network_allowlist` (or set so by PUT egress-policy)
+ * sits on a Docker `internal` network and reaches nothing. Everything it makes in Docker carries
+ * LABELS plus `ai.denv.prime.server=<id>`; close() removes all of it.
+ *
+ * API routes: POST/GET /sandbox, GET/DELETE /sandbox/{id}, POST /sandbox/status:batchGet,
+ * POST /sandbox/{id}/auth, GET /sandbox/{id}/error-context, GET/PUT /sandbox/{id}/egress-policy,
+ * POST/GET/DELETE /sandbox/{id}/checkpoints, GET/DELETE /sandbox/checkpoints/{id},
+ * POST /sandbox/checkpoints:batchGet. POST /sandbox takes `checkpoint_id` instead of
+ * `docker_image` to restore a durable checkpoint.
+ */
+const LABELS = { "ai.denv.managed": "true", "ai.denv.test": "prime-server" } as const;
+
+export interface PrimeServerOptions {
+  apiKey: string;
+  /** The `docker_image` names sandboxes may use → images already on the local engine. */
+  images: Record<string, string>;
+}
+
+type Body = Record<string, unknown>;
+
+export class PrimeServer {
+  readonly id = randomBytes(4).toString("hex");
+  readonly docker: PrimeDocker;
+  readonly sandboxes: Sandboxes;
+  readonly checkpoints: Checkpoints;
+  readonly gateway: Gateway;
+  /** Every API request served, as "METHOD /path" (no query), in order. */
+  readonly requests: string[] = [];
+  /** The SDK's base URL (PRIME_API_BASE_URL): the API is under its /api/v1. */
+  url = "";
+  private readonly networks = { open: "", internal: "" };
+  private readonly servers: Server[] = [];
+
+  constructor(private readonly options: PrimeServerOptions) {
+    this.docker = new PrimeDocker({ ...LABELS, "ai.denv.prime.server": this.id });
+    this.sandboxes = new Sandboxes({
+      docker: this.docker,
+      serverId: this.id,
+      networks: this.networks,
+      images: options.images,
+      restorable: (id) => this.checkpoints.restorable(id),
+    });
+    this.checkpoints = new Checkpoints(this.docker, this.sandboxes, `denv-prime-${this.id}`);
+    this.gateway = new Gateway(this.docker, this.sandboxes);
+  }
+
+  get labels(): Record<string, string> {
+    return this.docker.labels;
+  }
+
+  async start(): Promise<this> {
+    this.networks.open = await this.docker.createNetwork(`denv-prime-${this.id}-open`, false);
+    this.networks.internal = await this.docker.createNetwork(`denv-prime-${this.id}-internal`, true);
+    this.url = await this.listen((req, res, body) => this.handle(req, res, body));
+    this.gateway.url = await this.listen((req, res, body) => this.gateway.handle(req, res, body));
+    return this;
+  }
+
+  /** Stops listening, waits for starts and commits under way, removes every labelled object. */
+  async close(): Promise<void> {
+    for (const s of this.servers) {
+      s.closeAllConnections();
+      await new Promise<void>((r) => s.close(() => r()));
+    }
+    await this.sandboxes.settle();
+    await this.checkpoints.settle();
+    await this.docker.removeAll();
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+
+  private async listen(
+    handle: (req: IncomingMessage, res: ServerResponse, body: Buffer) => Promise<void>,
+  ): Promise<string> {
+    const server = createServer((req, res) => {
+      void (async () => {
+        const chunks: Buffer[] = [];
+        for await (const c of req) chunks.push(c as Buffer);
+        await handle(req, res, Buffer.concat(chunks));
+      })().catch((e: unknown) => {
+        if (!res.headersSent) res.writeHead(500, { "content-type": "application/json" });
+        res.end(JSON.stringify({ detail: String(e) }));
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    this.servers.push(server);
+    return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  }
+
+  private async handle(req: IncomingMessage, res: ServerResponse, raw: Buffer): Promise<void> {
+    const url = new URL(req.url ?? "/", "http://x");
+    const method = req.method ?? "GET";
+    this.requests.push(`${method} ${url.pathname}`);
+    try {
+      if (req.headers.authorization !== `Bearer ${this.options.apiKey}`)
+        throw new ApiError(401, "Invalid or missing API key");
+      let body: Body = {};
+      if (raw.length > 0) {
+        try {
+          body = JSON.parse(raw.toString()) as Body;
+        } catch {
+          throw new ApiError(422, "the body is not JSON");
+        }
+      }
+      const path = url.pathname.replace(/^\/api\/v1\/sandbox/, "");
+      if (path === url.pathname) throw new ApiError(404, "Not Found");
+      const reply = await this.route(method, path, url.searchParams, body);
+      if (reply === undefined) {
+        res.writeHead(204);
+        return void res.end();
+      }
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(JSON.stringify(reply));
+    } catch (e) {
+      if (!(e instanceof ApiError)) throw e;
+      res.writeHead(e.status, { "content-type": "application/json" });
+      res.end(JSON.stringify({ detail: e.message }));
+    }
+  }
+
+  /** One API call: its answer, or undefined for 204 No Content. */
+  private async route(
+    method: string,
+    path: string,
+    q: URLSearchParams,
+    body: Body,
+  ): Promise<object | undefined> {
+    const { sandboxes, checkpoints } = this;
+    const route = `${method} ${path.replace(/^\/[^/]+/, (seg) => (seg.includes(":") ? seg : "/{id}"))}`;
+    const id = decodeURIComponent(path.split("/")[1] ?? "");
+    const sub = decodeURIComponent(path.split("/")[2] ?? "");
+    if (route === "POST " || route === "POST /") return sandboxes.json(sandboxes.create(body));
+    if (route === "GET " || route === "GET /") return sandboxes.list(q);
+    if (route === "POST /status:batchGet") return sandboxes.statuses(body.sandbox_ids);
+    if (route === "POST /checkpoints:batchGet") return checkpoints.batch(body.checkpoint_ids);
+    if (id === "checkpoints" && sub) {
+      if (method === "GET") return checkpoints.json(checkpoints.get(sub));
+      if (method === "DELETE") return void (await checkpoints.delete(sub));
+    }
+    switch (route) {
+      case "GET /{id}":
+        return sandboxes.json(sandboxes.get(id));
+      case "DELETE /{id}":
+        return sandboxes.delete(id);
+      case "POST /{id}/auth":
+        return this.gateway.auth(id);
+      case "GET /{id}/error-context":
+        return sandboxes.errorContext(id);
+      case "GET /{id}/egress-policy":
+        return sandboxes.egress(id);
+      case "PUT /{id}/egress-policy":
+        return sandboxes.setEgress(id, body);
+      case "POST /{id}/checkpoints":
+        return checkpoints.json(checkpoints.create(id));
+      case "GET /{id}/checkpoints":
+        return checkpoints.list(id, q.get("checkpoint_id"));
+      case "DELETE /{id}/checkpoints":
+        return checkpoints.deleteOfSandbox(id);
+    }
+    throw new ApiError(404, "Not Found");
+  }
+}
