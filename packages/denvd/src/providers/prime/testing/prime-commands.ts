@@ -109,8 +109,10 @@ export class CommandSessions {
         if (s.pid !== 0) return stream.send(encodeEvent({ kind: "stdout", data: chunk }));
         head = Buffer.concat([head, chunk]);
         const nl = head.indexOf("\n");
-        if (nl < 0) return;
-        s.pid = Number(head.subarray(0, nl).toString());
+        const line = nl < 0 ? "" : head.subarray(0, nl).toString();
+        // Not our shell's pid line: the engine's refusal (unknown user, missing cwd), kept for the error.
+        if (!/^\d+$/.test(line)) return;
+        s.pid = Number(line);
         stream.send(encodeEvent({ kind: "start", pid: s.pid }));
         for (const e of early) stream.send(encodeEvent({ kind: "stderr", data: e }));
         const rest = head.subarray(nl + 1);

@@ -6,6 +6,7 @@ what it created, also on failure.
 """
 
 import asyncio
+import contextlib
 import json
 import os
 import sys
@@ -25,21 +26,23 @@ from prime_sandboxes import (
 
 LISTENER = (
     "nohup perl -MIO::Socket::INET -e '$| = 1; $s = IO::Socket::INET->new(Listen => 5, "
-    "LocalPort => 7777, ReuseAddr => 1) or die; print \"up\\n\"; "
-    "while ($c = $s->accept) { print \"accepted\\n\"; close $c }' > /tmp/listener.log 2>&1 &"
+    'LocalPort => 7777, ReuseAddr => 1) or die; print "up\\n"; '
+    'while ($c = $s->accept) { print "accepted\\n"; close $c }\' > /tmp/listener.log 2>&1 &'
 )
 
 
 def probe(client: SandboxClient, sandbox_id: str, ip: str) -> str:
-    command = f"timeout 5 bash -c 'echo hi > /dev/tcp/{ip}/7777' 2>/dev/null && echo reached || echo blocked"
+    """Whether the sandbox reaches port 7777 of `ip`: "reached" or "blocked"."""
+    connect = f"timeout 5 bash -c 'echo hi > /dev/tcp/{ip}/7777' 2>/dev/null"
+    command = f"{connect} && echo reached || echo blocked"
     return client.execute_command(sandbox_id, command).stdout.strip()
 
 
 async def live_process(sandbox_id: str) -> dict:
-    """stdin and signals, which only the async client's open_process offers."""
+    """Feeds stdin to a live process and kills it: only the async client's open_process can."""
     client = AsyncSandboxClient(AsyncAPIClient())
     try:
-        process = await client.open_process(sandbox_id, "read line; echo \"got $line\"; sleep 60")
+        process = await client.open_process(sandbox_id, 'read line; echo "got $line"; sleep 60')
         await process.write_stdin(b"ping\n")
         first = await anext(process.stdout)
         await process.kill()
@@ -49,6 +52,7 @@ async def live_process(sandbox_id: str) -> dict:
 
 
 def main() -> None:
+    """Runs the flow and prints what it saw."""
     seen: dict = {}
     client = SandboxClient(APIClient())
     created: list[str] = []
@@ -108,15 +112,21 @@ def main() -> None:
         seen["checkpoint_state"] = checkpoint.state
         checkpoint = client.wait_for_checkpoint(checkpoint.id, timeout_seconds=120)
         seen["checkpoint_durable"] = checkpoint.state
-        seen["checkpoints_listed"] = [c.id for c in client.list_checkpoints(a.id)] == [checkpoint.id]
+        seen["checkpoints_listed"] = [c.id for c in client.list_checkpoints(a.id)] == [
+            checkpoint.id
+        ]
         b = client.create(CreateSandboxRequest(name="flow-b", checkpoint_id=checkpoint.id))
         created.append(b.id)
         client.wait_for_creation(b.id)
         seen["restored_image"] = client.get(b.id).docker_image
-        seen["restored_file"] = client.execute_command(b.id, "cat /srv/data/up.bin | head -c 12").stdout
+        seen["restored_file"] = client.execute_command(
+            b.id, "cat /srv/data/up.bin | head -c 12"
+        ).stdout
 
         c = client.create(
-            CreateSandboxRequest(name="flow-c", docker_image="debian:bookworm-slim", network_allowlist=[])
+            CreateSandboxRequest(
+                name="flow-c", docker_image="debian:bookworm-slim", network_allowlist=[]
+            )
         )
         created.append(c.id)
         client.wait_for_creation(c.id)
@@ -139,10 +149,9 @@ def main() -> None:
         seen["checkpoint_deleted"] = True
     finally:
         for sandbox_id in created:
-            try:
+            # The flow deleted them already unless it failed on the way.
+            with contextlib.suppress(APIError):
                 client.delete(sandbox_id)
-            except Exception:
-                pass
 
     try:
         SandboxClient(APIClient(api_key="pit_wrong")).list()

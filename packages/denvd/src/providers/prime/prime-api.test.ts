@@ -1,0 +1,158 @@
+import { execFileSync } from "node:child_process";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { PrimeApi, PrimeApiError } from "./prime-api.js";
+import { type PrimeDouble, startPrimeDouble } from "./testing/prime-double.js";
+
+/**
+ * PrimeApi against the Prime double: real containers of debian:bookworm-slim (local; never
+ * pulled). One sandbox carries the flow, a second is restored from its checkpoint with egress
+ * shut; the cases run in order and share them.
+ */
+const docker = (...args: string[]) => execFileSync("docker", args, { encoding: "utf8" }).trim();
+
+let double: PrimeDouble;
+let api: PrimeApi;
+let a = "";
+let b = "";
+let checkpoint = "";
+
+beforeAll(async () => {
+  double = await startPrimeDouble();
+  api = new PrimeApi(double.connection);
+}, 60_000);
+
+afterAll(async () => {
+  await double?.close();
+  expect(double.leftovers()).toEqual([]);
+  expect(docker("ps", "-a", "-q", "--filter", "label=ai.denv.test=prime-server")).toBe("");
+}, 60_000);
+
+describe("PrimeApi against the Prime double", { timeout: 90_000 }, () => {
+  it("creates a sandbox, waits until it runs, finds it by label", async () => {
+    const created = await api.createSandbox({
+      name: "api-a",
+      dockerImage: "debian:bookworm-slim",
+      env: { FROM_CREATE: "sandbox-wide" },
+      labels: ["api-flow"],
+      idempotencyKey: "api-a-once",
+    });
+    a = created.id;
+    expect(created.status).toBe("PENDING");
+    expect(
+      (
+        await api.createSandbox({
+          name: "api-a",
+          dockerImage: "debian:bookworm-slim",
+          idempotencyKey: "api-a-once",
+        })
+      ).id,
+    ).toBe(a);
+    expect((await api.waitRunning(a)).status).toBe("RUNNING");
+    expect((await api.listSandboxes({ labels: ["api-flow"] })).sandboxes.map((s) => s.id)).toEqual([a]);
+    expect((await api.listSandboxes({ labels: ["other"] })).total).toBe(0);
+  });
+
+  it("runs commands: output, exit code, env, cwd, user, argv, stdin, streaming", async () => {
+    const r = await api.runCommand(a, "echo out; echo err >&2; exit 3");
+    expect([r.stdout.toString(), r.stderr.toString(), r.exitCode]).toEqual(["out\n", "err\n", 3]);
+    const as = await api.runCommand(a, 'echo "$FROM_CREATE $FROM_CALL $(pwd) $(id -un)"', {
+      env: { FROM_CALL: "per-call" },
+      cwd: "/tmp",
+      user: "nobody",
+    });
+    expect(as.stdout.toString()).toBe("sandbox-wide per-call /tmp nobody\n");
+    expect((await api.runCommand(a, ["printf", "%s|", "no shell", "$HOME"])).stdout.toString()).toBe(
+      "no shell|$HOME|",
+    );
+    const fed = await api.runCommand(a, ["sh", "-c", "wc -c; cat /dev/stdin | wc -c"], {
+      stdin: Buffer.from("12345"),
+    });
+    expect(fed.stdout.toString().split("\n").slice(0, 2)).toEqual(["5", "0"]);
+    const chunks: string[] = [];
+    await api.runCommand(a, "echo one; sleep 0.3; echo two", {
+      onStdout: (c) => void chunks.push(c.toString()),
+    });
+    expect(chunks.join("")).toBe("one\ntwo\n");
+    const missing = await api.runCommand(a, "id", { user: "no-such-user" }).catch((e: unknown) => e);
+    expect(missing).toBeInstanceOf(PrimeApiError);
+    expect((missing as Error).message).toMatch(
+      /^Prime runCommand failed: failed_precondition: .*no-such-user/,
+    );
+  });
+
+  it("kills a command at its timeout, and one whose caller aborts", async () => {
+    const late = await api.runCommand(a, "sleep 30", { timeoutMs: 1_000 }).catch((e: unknown) => e);
+    expect(late).toBeInstanceOf(PrimeApiError);
+    expect(String(late)).toContain("timed out after 1000 ms");
+    const abort = new AbortController();
+    const aborted = await api
+      .runCommand(a, "echo started; sleep 2; touch /tmp/survived", {
+        signal: abort.signal,
+        onStdout: () => abort.abort(),
+      })
+      .catch((e: unknown) => e);
+    expect((aborted as Error).name).toBe("AbortError");
+    await new Promise((r) => setTimeout(r, 3_000));
+    expect((await api.runCommand(a, "test -e /tmp/survived")).exitCode).toBe(1);
+  });
+
+  it("uploads and downloads bytes; renews a gateway token the gateway no longer takes", async () => {
+    const data = Buffer.from([0, 1, 2, 255, 10, 65]);
+    await api.uploadFile(a, "/srv/api/data.bin", data);
+    expect(await api.downloadFile(a, "/srv/api/data.bin")).toEqual(data);
+    await expect(api.downloadFile(a, "/srv/api/none")).rejects.toThrow(
+      "Prime downloadFile failed: HTTP 404: File not found: /srv/api/none",
+    );
+    double.server.gateway.revokeTokens();
+    expect((await api.runCommand(a, "cat /srv/api/data.bin")).stdout).toEqual(data);
+  });
+
+  it("checkpoints the filesystem and restores it into a sandbox with no network, then opens it", async () => {
+    const c = await api.createCheckpoint(a);
+    checkpoint = c.id;
+    expect(c.state).toBe("PENDING");
+    expect((await api.waitCheckpoint(checkpoint)).state).toBe("DURABLE");
+    expect((await api.listCheckpoints(a)).map((x) => x.id)).toEqual([checkpoint]);
+    const restored = await api.createSandbox({
+      name: "api-b",
+      checkpointId: checkpoint,
+      networkAccess: false,
+    });
+    b = restored.id;
+    expect(restored.networkAccess).toBe(false);
+    await api.waitRunning(b);
+    expect((await api.getSandbox(b)).dockerImage).toBe("debian:bookworm-slim");
+    expect((await api.runCommand(b, "od -An -tu1 /srv/api/data.bin")).stdout.toString().trim()).toBe(
+      "0   1   2 255  10  65",
+    );
+
+    await api.runCommand(
+      a,
+      `nohup perl -MIO::Socket::INET -e '$s = IO::Socket::INET->new(Listen => 5, LocalPort => 7777, ReuseAddr => 1) or die; while ($c = $s->accept) { close $c }' >/dev/null 2>&1 &`,
+    );
+    const ip = (await api.runCommand(a, "hostname -i")).stdout.toString().trim();
+    const probe = `timeout 5 bash -c 'echo hi > /dev/tcp/${ip}/7777'`;
+    expect((await api.runCommand(b, probe)).exitCode).not.toBe(0);
+    await api.setNetworkAccess(b, true);
+    expect((await api.getSandbox(b)).networkAccess).toBe(true);
+    expect((await api.runCommand(b, probe)).exitCode).toBe(0);
+  });
+
+  it("refuses to delete a running sandbox's newest checkpoint; deletes sandboxes, then it", async () => {
+    await expect(api.deleteCheckpoint(checkpoint)).rejects.toThrow(
+      /Prime deleteCheckpoint failed: HTTP 409: .*active tip/,
+    );
+    await api.deleteSandbox(b);
+    await api.deleteSandbox(a);
+    expect((await api.getSandbox(a)).status).toBe("TERMINATED");
+    await api.deleteCheckpoint(checkpoint);
+    await expect(api.getCheckpoint(checkpoint)).rejects.toThrow("Prime getCheckpoint failed: HTTP 404");
+  });
+
+  it("names the call and Prime's words when the API key is wrong", async () => {
+    const wrong = new PrimeApi({ ...double.connection, apiKey: "pit_wrong" });
+    await expect(wrong.listSandboxes()).rejects.toThrow(
+      "Prime listSandboxes failed: HTTP 401: Invalid or missing API key",
+    );
+  });
+});
