@@ -17,7 +17,7 @@ import {
 export type { CommandOptions, CommandResult } from "./prime-command-session.js";
 export type { PrimeCheckpoint, PrimeSandbox, PrimeSandboxList } from "./prime-schemas.js";
 
-export const PRIME_API_URL = "https://api.primeintellect.ai/api/v1";
+const PRIME_API_URL = "https://api.primeintellect.ai/api/v1";
 /** A cached gateway grant is renewed this long before it expires (the SDK's margin too). */
 const GRANT_MARGIN_MS = 60_000;
 

@@ -140,6 +140,8 @@ export class CommandSessions {
     res.once("close", gone);
     const exitCode = await s.process.exited;
     s.ended = true;
+    // Prime keeps an ended session a while for Connect to replay its end; the double has no Connect.
+    if (r.sessionUuid) this.sessions.delete(r.sessionUuid);
     clearTimeout(timer);
     res.off("close", gone);
     if (timedOut)

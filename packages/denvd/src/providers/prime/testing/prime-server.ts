@@ -21,7 +21,9 @@ import { Sandboxes } from "./prime-sandboxes.js";
  * POST /sandbox/{id}/auth, GET /sandbox/{id}/error-context, GET/PUT /sandbox/{id}/egress-policy,
  * POST/GET/DELETE /sandbox/{id}/checkpoints, GET/DELETE /sandbox/checkpoints/{id},
  * POST /sandbox/checkpoints:batchGet. POST /sandbox takes `checkpoint_id` instead of
- * `docker_image` to restore a durable checkpoint.
+ * `docker_image` to restore a durable checkpoint. Not served (404): LAN networks, SSH sessions,
+ * logs, bulk delete, background-job batches, volumes and images; on the gateway, the Connect,
+ * List, Update and StreamInput RPCs and PTYs. Sandboxes live until deleted (no timeout_minutes).
  */
 const LABELS = { "ai.denv.managed": "true", "ai.denv.test": "prime-server" } as const;
 
