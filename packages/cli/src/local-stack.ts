@@ -171,16 +171,20 @@ export function writePid(file: string, pid: number): void {
   writeFileSync(file, `${pid}\n`, { mode: 0o644 });
 }
 
-/** SIGTERM, then SIGKILL when it is still running after `graceMs`. */
-export async function stop(pid: number, graceMs: number): Promise<"stopped" | "killed"> {
+/**
+ * SIGTERM, then SIGKILL when it is still running after `graceMs`; each signal only while the pid
+ * still runs `binary` (once it exits, the kernel may give its number to any process).
+ */
+export async function stop(pid: number, binary: string, graceMs: number): Promise<"stopped" | "killed"> {
+  if (!runs(pid, binary)) return "stopped";
   signal(pid, "SIGTERM");
   const deadline = Date.now() + graceMs;
   while (Date.now() < deadline) {
-    if (!alive(pid)) return "stopped";
+    if (!runs(pid, binary)) return "stopped";
     await sleep(100);
   }
-  signal(pid, "SIGKILL");
-  for (let i = 0; i < 100 && alive(pid); i++) await sleep(50);
+  if (runs(pid, binary)) signal(pid, "SIGKILL");
+  for (let i = 0; i < 100 && runs(pid, binary); i++) await sleep(50);
   return "killed";
 }
 

@@ -34,7 +34,7 @@ stay. --json prints {data_dir, stopped: {cp, denvd}} (each a pid, or null when n
     for (const role of ["denvd", "cp"] as const) {
       const pid = readPid(paths.pid[role]);
       if (pid !== undefined && runs(pid, bins[role])) {
-        const how = await stop(pid, graceMs);
+        const how = await stop(pid, bins[role], graceMs);
         ctx.progress(`${role === "cp" ? "control plane" : "denvd"} (pid ${pid}) ${how}`);
         stopped[role] = pid;
       }
