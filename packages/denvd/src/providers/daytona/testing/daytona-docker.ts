@@ -1,5 +1,7 @@
+import { randomInt } from "node:crypto";
 import { DockerClient } from "../../../docker/docker-client.js";
 import type { ExecHandle } from "../../../docker/engine-types.js";
+import { onFreeSubnet } from "../../../runtime/subnets.js";
 
 /** What one exec gave back: its exit code, its output per stream, and both interleaved. */
 export interface ExecResult {
@@ -40,25 +42,17 @@ export class DaytonaDocker {
    * host holds its gateway address, where a test's listener stands for "the outside".
    */
   async createNetwork(name: string): Promise<{ id: string; gateway: string }> {
-    const used = new Set(await this.docker.networks.usedSubnets());
-    for (let attempt = 0; attempt < 50; attempt++) {
-      const prefix = `10.${200 + Math.floor(Math.random() * 50)}.${Math.floor(Math.random() * 256)}`;
-      const subnet = `${prefix}.0/24`;
-      if (used.has(subnet)) continue;
-      try {
-        const n = await this.docker.networks.create({
-          name,
-          internal: false,
-          subnet,
-          gateway: `${prefix}.1`,
-          labels: this.labels,
-        });
-        return { id: n.id, gateway: n.gateway };
-      } catch (e) {
-        if (!/overlap/i.test(String(e))) throw e;
-      }
-    }
-    throw new Error("no free subnet for the Daytona double's network");
+    const pool = `10.${200 + randomInt(50)}.0.0/16`;
+    return onFreeSubnet(this.docker.networks, pool, async ({ subnet, gateway }) => {
+      const n = await this.docker.networks.create({
+        name,
+        internal: false,
+        subnet,
+        gateway,
+        labels: this.labels,
+      });
+      return { id: n.id, gateway: n.gateway };
+    });
   }
 
   /**

@@ -1,4 +1,6 @@
+import { randomInt } from "node:crypto";
 import { DockerClient } from "../../../docker/docker-client.js";
+import { onFreeSubnet } from "../../../runtime/subnets.js";
 
 /** A process started in a sandbox's container: its input, and its exit code once it ended. */
 export interface Spawned {
@@ -37,24 +39,10 @@ export class PrimeDocker {
 
   /** A bridge network on a free /24 of 10.200-249.x; `internal` ones have no route out. */
   async createNetwork(name: string, internal: boolean): Promise<string> {
-    const used = new Set(await this.docker.networks.usedSubnets());
-    for (let attempt = 0; attempt < 50; attempt++) {
-      const prefix = `10.${200 + Math.floor(Math.random() * 50)}.${Math.floor(Math.random() * 256)}`;
-      if (used.has(`${prefix}.0/24`)) continue;
-      try {
-        const n = await this.docker.networks.create({
-          name,
-          internal,
-          subnet: `${prefix}.0/24`,
-          gateway: `${prefix}.1`,
-          labels: this.labels,
-        });
-        return n.id;
-      } catch (e) {
-        if (!/overlap/i.test(String(e))) throw e;
-      }
-    }
-    throw new Error("no free subnet for the Prime double's network");
+    const pool = `10.${200 + randomInt(50)}.0.0/16`;
+    return onFreeSubnet(this.docker.networks, pool, async ({ subnet, gateway }) => {
+      return (await this.docker.networks.create({ name, internal, subnet, gateway, labels: this.labels })).id;
+    });
   }
 
   /**
