@@ -1,44 +1,63 @@
 import { Labels } from "@denv/spec/labels";
 import type { HostRuntime, Settled } from "../../runtime/host-runtime.js";
+import { type CleanupProvider, collectGarbage, settleCommand } from "../sandbox-cleanup.js";
 import { templatePrefix } from "./build-template.js";
 import { type E2bHost, provider } from "./e2b-host.js";
+import type { E2bEnvironmentRecord, E2bVersionRecord } from "./e2b-records.js";
 import { hostEnvironment, hostVersion } from "./e2b-reports.js";
 import { loadE2b } from "./e2b-sdk.js";
+
+/** E2B as the shared cleanup sees it (sandbox-cleanup.ts). */
+function cleanup(host: E2bHost): CleanupProvider<E2bEnvironmentRecord, E2bVersionRecord> {
+  return {
+    name: "e2b",
+    sandboxes: async (labels) => {
+      const { Sandbox } = await loadE2b();
+      return (await sandboxesWith(host, labels)).map((info) => ({
+        id: info.sandboxId,
+        labels: info.metadata,
+        remove: async () => {
+          await Sandbox.kill(info.sandboxId, host.api);
+        },
+      }));
+    },
+    exists: async (id) => {
+      const { Sandbox } = await loadE2b();
+      return Sandbox.getInfo(id, host.api).then(
+        () => true,
+        () => false,
+      );
+    },
+    versionSnapshots: async () => {
+      const { Sandbox } = await loadE2b();
+      const prefix = templatePrefix(host.hostId);
+      const pages = Sandbox.listSnapshots(host.api);
+      const all = [];
+      while (pages.hasNext) all.push(...(await pages.nextItems()));
+      return all
+        .filter((s) => s.names.some((n) => (n.split("/").pop() ?? "").startsWith(prefix) && /-v\d+-/.test(n)))
+        .map((s) => ({
+          key: s.snapshotId,
+          name: s.snapshotId,
+          remove: async () => {
+            await Sandbox.deleteSnapshot(s.snapshotId, host.api);
+          },
+        }));
+    },
+    sandboxOf: (rec) => rec.sandboxId,
+    snapshotOf: (v) => v.snapshotId,
+    environmentReport: hostEnvironment,
+    versionReport: hostVersion,
+  };
+}
 
 /**
  * Kills the sandboxes that carry this host's id and no record owns (nor a command still making
  * them), deletes the snapshots named as this host's that no version records, and the tests
  * archives that no record names.
  */
-export async function gc(host: E2bHost): Promise<{ removed: string[] }> {
-  const { Sandbox } = await loadE2b();
-  const owned = new Set((await host.records.environments()).map((r) => r.sandboxId));
-  const removed: string[] = [];
-  const errors: unknown[] = [];
-  for (const info of await sandboxesWith(host, { [Labels.host]: host.hostId })) {
-    const cmd = info.metadata[Labels.command];
-    if (owned.has(info.sandboxId) || (cmd !== undefined && host.inFlight.has(cmd))) continue;
-    await Sandbox.kill(info.sandboxId, host.api).then(
-      () => removed.push(`sandbox ${info.sandboxId}`),
-      (e: unknown) => errors.push(e),
-    );
-  }
-  const kept = new Set((await host.records.versions()).map((v) => v.snapshotId));
-  const prefix = templatePrefix(host.hostId);
-  const pages = Sandbox.listSnapshots(host.api);
-  const snapshots = [];
-  while (pages.hasNext) snapshots.push(...(await pages.nextItems()));
-  for (const s of snapshots) {
-    const ours = s.names.some((n) => (n.split("/").pop() ?? "").startsWith(prefix) && /-v\d+-/.test(n));
-    if (!ours || kept.has(s.snapshotId)) continue;
-    await Sandbox.deleteSnapshot(s.snapshotId, host.api).then(
-      () => removed.push(`snapshot ${s.snapshotId}`),
-      (e: unknown) => errors.push(e),
-    );
-  }
-  removed.push(...(await host.records.sweepTests(host.inFlight)));
-  if (errors.length > 0) throw new AggregateError(errors, `e2b gc: ${errors.length} removal(s) failed`);
-  return { removed };
+export function gc(host: E2bHost): Promise<{ removed: string[] }> {
+  return collectGarbage(host, cleanup(host));
 }
 
 /**
@@ -63,44 +82,9 @@ export async function releaseAll(
   return { removed };
 }
 
-/**
- * What a crash left of a command: a deploy or fork whose sandbox was recorded and still runs is
- * done; one that made a sandbox and did not record it has it killed. A snapshot whose version
- * was recorded is done; otherwise gc deletes what it left (its snapshot is named as this host's).
- */
-export async function settle(host: E2bHost, command: Parameters<HostRuntime["settle"]>[0]): Promise<Settled> {
-  const { Sandbox } = await loadE2b();
-  switch (command.kind) {
-    case "env.deploy":
-    case "env.fork":
-    case "env.restore": {
-      const made = (await host.records.environments()).filter((r) => r.command === command.id);
-      const rec = made[0];
-      if (made.length === 1 && rec) {
-        const running = await Sandbox.getInfo(rec.sandboxId, host.api).then(
-          () => true,
-          () => false,
-        );
-        if (running) return { done: true, result: hostEnvironment(host.hostId, rec) };
-      }
-      for (const r of made) await host.records.deleteEnvironment(r.id);
-      for (const info of await sandboxesWith(host, {
-        [Labels.host]: host.hostId,
-        [Labels.command]: command.id,
-      })) {
-        await Sandbox.kill(info.sandboxId, host.api);
-      }
-      return { done: false, rolledBack: true };
-    }
-    case "env.snapshot": {
-      const v = (await host.records.versions()).find((x) => x.command === command.id);
-      if (v) return { done: true, result: hostVersion(host.hostId, v) };
-      await gc(host);
-      return { done: false, rolledBack: true };
-    }
-    default:
-      return { done: false, rolledBack: false };
-  }
+/** What a crash left of a command (sandbox-cleanup.ts): a sandbox it made and did not record is killed. */
+export function settle(host: E2bHost, command: Parameters<HostRuntime["settle"]>[0]): Promise<Settled> {
+  return settleCommand(host, cleanup(host), command);
 }
 
 /** The sandboxes denv made whose metadata holds `metadata`, every page of them. */
