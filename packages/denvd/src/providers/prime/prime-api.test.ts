@@ -1,12 +1,17 @@
 import { execFileSync } from "node:child_process";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PrimeApi, PrimeApiError } from "./prime-api.js";
+import { PrimeImages } from "./prime-images.js";
 import { type PrimeDouble, startPrimeDouble } from "./testing/prime-double.js";
 
 /**
  * PrimeApi against the Prime double: real containers of debian:bookworm-slim (local; never
  * pulled). One sandbox carries the flow, a second is restored from its checkpoint with egress
- * shut; the cases run in order and share them.
+ * shut; the cases run in order and share them. One image is built from a Dockerfile folder
+ * through Prime's image API (a `docker build` on the local engine) and starts a third sandbox.
  */
 const docker = (...args: string[]) => execFileSync("docker", args, { encoding: "utf8" }).trim();
 
@@ -15,16 +20,20 @@ let api: PrimeApi;
 let a = "";
 let b = "";
 let checkpoint = "";
+let folder = "";
 
 beforeAll(async () => {
   double = await startPrimeDouble();
   api = new PrimeApi(double.connection);
+  folder = await mkdtemp(join(tmpdir(), "denv-prime-image-"));
 }, 60_000);
 
 afterAll(async () => {
+  await rm(folder, { recursive: true, force: true });
   await double?.close();
   expect(double.leftovers()).toEqual([]);
   expect(docker("ps", "-a", "-q", "--filter", "label=ai.denv.test=prime-server")).toBe("");
+  expect(docker("images", "-q", "--filter", "label=ai.denv.test=prime-server")).toBe("");
 }, 60_000);
 
 describe("PrimeApi against the Prime double", { timeout: 90_000 }, () => {
@@ -147,6 +156,38 @@ describe("PrimeApi against the Prime double", { timeout: 90_000 }, () => {
     expect((await api.getSandbox(a)).status).toBe("TERMINATED");
     await api.deleteCheckpoint(checkpoint);
     await expect(api.getCheckpoint(checkpoint)).rejects.toThrow("Prime getCheckpoint failed: HTTP 404");
+  });
+
+  it("builds an image from a Dockerfile folder; a sandbox of it has its user and file", {
+    timeout: 180_000,
+  }, async () => {
+    await writeFile(
+      join(folder, "Dockerfile"),
+      "FROM debian:bookworm-slim\nRUN useradd -m -u 1000 agent\nCOPY --chown=agent greeting.txt /home/agent/\n",
+    );
+    await writeFile(join(folder, "greeting.txt"), "built by Prime\n");
+    const images = new PrimeImages(api);
+    const ref = await images.buildImage({ name: "api-agent", tag: "v1", context: folder });
+    expect(ref).toBe(`${double.server.userId}/api-agent:v1`);
+    expect((await images.listImages()).map((i) => [i.reference, i.status])).toEqual([[ref, "COMPLETED"]]);
+    const c = (await api.createSandbox({ name: "api-c", dockerImage: ref })).id;
+    await api.waitRunning(c);
+    const r = await api.runCommand(c, "id -u; cat ~/greeting.txt", { user: "agent", cwd: "/home/agent" });
+    expect(r.stdout.toString()).toBe("1000\nbuilt by Prime\n");
+    await api.deleteSandbox(c);
+  });
+
+  it("reports a failed build in one line: the build, and the builder's own words", {
+    timeout: 120_000,
+  }, async () => {
+    await writeFile(join(folder, "Dockerfile"), "FROM debian:bookworm-slim\nRUN false\n");
+    const failed = await new PrimeImages(api)
+      .buildImage({ name: "api-broken", context: folder })
+      .catch((e: unknown) => e);
+    expect(failed).toBeInstanceOf(PrimeApiError);
+    expect((failed as Error).message).toMatch(
+      /^Prime buildImage failed: build \w+ of api-broken:latest FAILED: .*'\/bin\/sh -c false'.* non-zero code: 1$/,
+    );
   });
 
   it("names the call and Prime's words when the API key is wrong", async () => {

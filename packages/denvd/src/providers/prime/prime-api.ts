@@ -247,17 +247,23 @@ export class PrimeApi {
     }
   }
 
-  private async call<S extends z.ZodType>(
+  /**
+   * One call of the control API, its answer checked against `schema`: what every method here and
+   * PrimeImages (prime-images.ts) send through, so errors read the same.
+   */
+  async call<S extends z.ZodType>(
     name: string,
     method: string,
     path: string,
     schema?: S,
     body?: unknown,
+    signal?: AbortSignal,
   ): Promise<z.output<S>> {
     let res: Response;
     try {
       res = await fetch(`${this.baseUrl}${path}`, {
         method,
+        ...(signal ? { signal } : {}),
         headers: {
           authorization: `Bearer ${this.options.apiKey}`,
           ...(body !== undefined ? { "content-type": "application/json" } : {}),
@@ -265,6 +271,7 @@ export class PrimeApi {
         ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
       });
     } catch (e) {
+      if (signal?.aborted) throw e;
       throw new PrimeApiError(name, 0, `${method} ${this.baseUrl}${path}: ${String(e)}`);
     }
     const text = await res.text();

@@ -82,3 +82,66 @@ export const GatewayGrant = z
 export type GatewayGrant = z.output<typeof GatewayGrant>;
 
 export const UploadReceipt = z.object({ success: z.boolean(), path: z.string(), size: z.number() });
+
+/** POST /images/build: the build's id, where its context goes, and the image's reference. */
+export const PrimeBuildInitiated = z
+  .object({
+    build_id: z.string(),
+    upload_url: z.string().nullish(),
+    fullImagePath: z.string(),
+  })
+  .transform((b) => ({ id: b.build_id, uploadUrl: b.upload_url ?? undefined, reference: b.fullImagePath }));
+
+const BuildArtifact = z.object({
+  fullImagePath: z.string().nullish(),
+  errorMessage: z.string().nullish(),
+});
+
+/**
+ * GET /images/build/{id}: a build group whose artifacts carry the reference and the failure text
+ * (earlier versions of the API answered them at the top level; both are read).
+ */
+export const PrimeBuildStatus = z
+  .object({
+    id: z.string(),
+    status: z.string(),
+    fullImagePath: z.string().nullish(),
+    errorMessage: z.string().nullish(),
+    artifacts: z.array(BuildArtifact).default([]),
+  })
+  .transform((b) => ({
+    id: b.id,
+    /** PENDING, UPLOADING, BUILDING, COMPLETED, FAILED or CANCELLED. */
+    status: b.status,
+    reference: b.fullImagePath ?? b.artifacts.find((a) => a.fullImagePath)?.fullImagePath ?? undefined,
+    error: b.errorMessage ?? b.artifacts.find((a) => a.errorMessage)?.errorMessage ?? undefined,
+  }));
+
+export const PrimeImage = z
+  .object({
+    id: z.string(),
+    imageName: z.string(),
+    imageTag: z.string(),
+    status: z.string(),
+    fullImagePath: z.string().nullish(),
+    displayRef: z.string().nullish(),
+    errorMessage: z.string().nullish(),
+    visibility: z.string().default("PRIVATE"),
+    teamId: z.string().nullish(),
+    createdAt: z.string(),
+  })
+  .transform((i) => ({
+    id: i.id,
+    name: i.imageName,
+    tag: i.imageTag,
+    status: i.status,
+    /** What a sandbox's `docker_image` names (once COMPLETED). */
+    reference: i.fullImagePath ?? i.displayRef ?? undefined,
+    error: i.errorMessage ?? undefined,
+    visibility: i.visibility,
+    teamId: i.teamId ?? undefined,
+    createdAt: i.createdAt,
+  }));
+export type PrimeImage = z.output<typeof PrimeImage>;
+
+export const PrimeImageList = z.object({ data: z.array(PrimeImage), totalCount: z.number().nullish() });

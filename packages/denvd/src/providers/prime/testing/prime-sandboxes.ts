@@ -44,8 +44,8 @@ export interface SandboxEnv {
   docker: PrimeDocker;
   serverId: string;
   networks: { open: string; internal: string };
-  /** `docker_image` names the double serves → local images (never pulled). */
-  images: Record<string, string>;
+  /** The local image a `docker_image` stands for (configured, or built by the image API). */
+  localImage(dockerImage: string): string | undefined;
   /** A checkpoint's image and source image, when it is durable. */
   restorable(checkpointId: string): { image: string; dockerImage: string } | undefined;
 }
@@ -108,7 +108,7 @@ export class Sandboxes {
     } else {
       if (typeof body.docker_image !== "string") throw new ApiError(422, "docker_image is required");
       dockerImage = body.docker_image;
-      const local = this.env.images[dockerImage];
+      const local = this.env.localImage(dockerImage);
       if (!local) throw new ApiError(400, `Image ${dockerImage} is not available`);
       image = local;
     }

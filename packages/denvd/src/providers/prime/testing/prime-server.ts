@@ -5,6 +5,7 @@ import { ApiError } from "./prime-api-error.js";
 import { Checkpoints } from "./prime-checkpoints.js";
 import { PrimeDocker } from "./prime-docker.js";
 import { Gateway } from "./prime-gateway.js";
+import { Images } from "./prime-images.js";
 import { Sandboxes } from "./prime-sandboxes.js";
 
 /**
@@ -12,24 +13,28 @@ import { Sandboxes } from "./prime-sandboxes.js";
  * 127.0.0.1 for tests, as the official `prime-sandboxes` SDK (0.5.1) calls it with
  * `PRIME_API_BASE_URL=<url>`: the API under /api/v1 (Bearer API key; errors as FastAPI's
  * `{"detail"}`) and the gateway on a second listener (see prime-gateway.ts). Sandboxes are
- * containers of the images named in `images` (docker_image → local image; never pulled, no
- * image builds); one created with an empty `network_allowlist` (or set so by PUT egress-policy)
- * sits on a Docker `internal` network and reaches nothing. Everything it makes in Docker carries
- * LABELS plus `ai.denv.prime.server=<id>`; close() removes all of it.
+ * containers of the images named in `images` (docker_image → local image; never pulled) or of
+ * images built through the image API (prime-images.ts; the context is PUT to
+ * /uploads/builds/{id} on this listener, as to Prime's presigned URL). One created with an empty
+ * `network_allowlist` (or set so by PUT egress-policy) sits on a Docker `internal` network and
+ * reaches nothing. Everything it makes in Docker carries LABELS plus `ai.denv.prime.server=<id>`;
+ * close() removes all of it.
  *
  * API routes: POST/GET /sandbox, GET/DELETE /sandbox/{id}, POST /sandbox/status:batchGet,
  * POST /sandbox/{id}/auth, GET /sandbox/{id}/error-context, GET/PUT /sandbox/{id}/egress-policy,
  * POST/GET/DELETE /sandbox/{id}/checkpoints, GET/DELETE /sandbox/checkpoints/{id},
- * POST /sandbox/checkpoints:batchGet. POST /sandbox takes `checkpoint_id` instead of
- * `docker_image` to restore a durable checkpoint. Not served (404): LAN networks, SSH sessions,
- * logs, bulk delete, background-job batches, volumes and images; on the gateway, the Connect,
- * List, Update and StreamInput RPCs and PTYs. Sandboxes live until deleted (no timeout_minutes).
+ * POST /sandbox/checkpoints:batchGet, POST /images/build (Dockerfile builds; `source_image`
+ * transfers are refused), POST /images/build/{id}/start, GET /images/build/{id}, GET /images.
+ * POST /sandbox takes `checkpoint_id` instead of `docker_image` to restore a durable checkpoint.
+ * Not served (404): LAN networks, SSH sessions, logs, bulk delete, background-job batches,
+ * volumes, image updates and deletes; on the gateway, the Connect, List, Update and StreamInput
+ * RPCs and PTYs. Sandboxes live until deleted (no timeout_minutes).
  */
 const LABELS = { "ai.denv.managed": "true", "ai.denv.test": "prime-server" } as const;
 
 export interface PrimeServerOptions {
   apiKey: string;
-  /** The `docker_image` names sandboxes may use → images already on the local engine. */
+  /** `docker_image` names → images already on the local engine (besides those the image API builds). */
   images: Record<string, string>;
 }
 
@@ -41,6 +46,9 @@ export class PrimeServer {
   readonly sandboxes: Sandboxes;
   readonly checkpoints: Checkpoints;
   readonly gateway: Gateway;
+  readonly images: Images;
+  /** The user id the API key stands for: personal images are `<it>/<name>:<tag>`. */
+  readonly userId: string;
   /** Every API request served, as "METHOD /path" (no query), in order. */
   readonly requests: string[] = [];
   /** The SDK's base URL (PRIME_API_BASE_URL): the API is under its /api/v1. */
@@ -50,11 +58,19 @@ export class PrimeServer {
 
   constructor(private readonly options: PrimeServerOptions) {
     this.docker = new PrimeDocker({ ...LABELS, "ai.denv.prime.server": this.id });
+    this.userId = `user${this.id}`;
+    this.images = new Images({
+      docker: this.docker,
+      serverId: this.id,
+      userId: this.userId,
+      uploadUrl: (build, token) => `${this.url}/uploads/builds/${build}?${new URLSearchParams({ token })}`,
+    });
     this.sandboxes = new Sandboxes({
       docker: this.docker,
       serverId: this.id,
       networks: this.networks,
-      images: options.images,
+      localImage: (ref) =>
+        Object.hasOwn(options.images, ref) ? options.images[ref] : this.images.local(ref),
       restorable: (id) => this.checkpoints.restorable(id),
     });
     this.checkpoints = new Checkpoints(this.docker, this.sandboxes, `denv-prime-${this.id}`);
@@ -81,6 +97,7 @@ export class PrimeServer {
     }
     await this.sandboxes.settle();
     await this.checkpoints.settle();
+    await this.images.settle();
     await this.docker.removeAll();
   }
 
@@ -111,6 +128,13 @@ export class PrimeServer {
     const method = req.method ?? "GET";
     this.requests.push(`${method} ${url.pathname}`);
     try {
+      const upload = /^\/uploads\/builds\/([^/]+)$/.exec(url.pathname);
+      if (upload && method === "PUT") {
+        // A presigned URL: its token is the credential, the body the raw context.
+        this.images.upload(upload[1] ?? "", url.searchParams.get("token"), req.headers["content-type"], raw);
+        res.writeHead(200);
+        return void res.end();
+      }
       if (req.headers.authorization !== `Bearer ${this.options.apiKey}`)
         throw new ApiError(401, "Invalid or missing API key");
       let body: Body = {};
@@ -121,9 +145,12 @@ export class PrimeServer {
           throw new ApiError(422, "the body is not JSON");
         }
       }
+      const images = url.pathname.replace(/^\/api\/v1\/images/, "");
       const path = url.pathname.replace(/^\/api\/v1\/sandbox/, "");
-      if (path === url.pathname) throw new ApiError(404, "Not Found");
-      const reply = await this.route(method, path, url.searchParams, body);
+      let reply: object | undefined;
+      if (images !== url.pathname) reply = this.imageRoute(method, images, url.searchParams, body);
+      else if (path !== url.pathname) reply = await this.route(method, path, url.searchParams, body);
+      else throw new ApiError(404, "Not Found");
       if (reply === undefined) {
         res.writeHead(204);
         return void res.end();
@@ -135,6 +162,17 @@ export class PrimeServer {
       res.writeHead(e.status, { "content-type": "application/json" });
       res.end(JSON.stringify({ detail: e.message }));
     }
+  }
+
+  /** One call of the image API (the part of the path after /images). */
+  private imageRoute(method: string, path: string, q: URLSearchParams, body: Body): object {
+    const build = /^\/build\/([^/]+)(\/start)?$/.exec(path);
+    const id = decodeURIComponent(build?.[1] ?? "");
+    if (method === "GET" && (path === "" || path === "/")) return this.images.list(q);
+    if (method === "POST" && path === "/build") return this.images.initiate(body);
+    if (method === "POST" && build?.[2]) return this.images.start(id, body);
+    if (method === "GET" && build && !build[2]) return this.images.status(id);
+    throw new ApiError(404, "Not Found");
   }
 
   /** One API call: its answer, or undefined for 204 No Content. */
