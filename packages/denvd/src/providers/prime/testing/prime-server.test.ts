@@ -10,7 +10,8 @@ import { type PrimeDouble, startPrimeDouble } from "./prime-double.js";
 /**
  * The Prime double driven by the official Python SDK (prime-sandboxes 0.5.1, in the venv
  * scripts/setup-python makes), nothing mocked: sandboxes are containers of
- * debian:bookworm-slim on this machine's engine (local; never pulled). The SDK reaches only the
+ * debian:bookworm-slim on this machine's engine (local; never pulled), and of an image the flow
+ * builds through Prime's image API (a docker build on the same engine). The SDK reaches only the
  * double: its base URL and key come from the environment, which holds nothing else of Prime's.
  */
 const here = dirname(fileURLToPath(import.meta.url));
@@ -34,6 +35,7 @@ afterAll(async () => {
   }
   expect(double.leftovers()).toEqual([]);
   expect(docker("ps", "-a", "-q", "--filter", "label=ai.denv.test=prime-server")).toBe("");
+  expect(docker("images", "-q", "--filter", "label=ai.denv.test=prime-server")).toBe("");
 }, 60_000);
 
 /** Runs the SDK flow script; its stdout is one JSON object of what it saw. */
@@ -57,7 +59,7 @@ function runFlow(): Promise<Record<string, unknown>> {
 }
 
 describe("PrimeServer with the prime-sandboxes SDK", { timeout: 180_000 }, () => {
-  it("creates, runs commands as a user, moves files, checkpoints and restores, shuts egress, refuses a wrong key", async () => {
+  it("creates, runs commands as a user, moves files, checkpoints and restores, shuts egress, builds an image, refuses a wrong key", async () => {
     const seen = await runFlow();
     expect(seen).toMatchObject({
       created_status: "PENDING",
@@ -85,12 +87,23 @@ describe("PrimeServer with the prime-sandboxes SDK", { timeout: 180_000 }, () =>
       checkpoint_deleted: true,
       wrong_key: "UnauthorizedError",
     });
+    // The SDK's image flow: a PENDING build that COMPLETEs (BUILDING unless a poll missed it);
+    // a sandbox of it runs.
+    const ref = `${double.server.userId}/flow-image:v1`;
+    const { statuses, ...image } = seen.image as { statuses: string[] };
+    expect(["PENDING,BUILDING,COMPLETED", "PENDING,COMPLETED"]).toContain(statuses.join());
+    expect(image).toEqual({
+      wrong_type: 403,
+      listed: [[ref, "COMPLETED"]],
+      ref,
+      ran: "built through the image API\n1000\n",
+    });
     expect(seen.listed).toHaveLength(1);
     expect(String(seen.delete_tip)).toMatch(/HTTP 409: .*active tip/);
     expect((seen.live as { pid: number }).pid).toBeGreaterThan(0);
     // Every call went to the double's API, and the gateway served the commands and files.
     expect(double.server.requests).toContain("POST /api/v1/sandbox/status:batchGet");
-    expect(double.server.sandboxes.all.size).toBe(3);
+    expect(double.server.sandboxes.all.size).toBe(4);
     expect([...double.server.sandboxes.all.values()].every((s) => s.status === "TERMINATED")).toBe(true);
   });
 });

@@ -10,15 +10,21 @@ import contextlib
 import json
 import os
 import sys
+import tarfile
 import tempfile
+import time
 
+import httpx
 from prime_sandboxes import (
     APIClient,
     APIError,
     AsyncAPIClient,
     AsyncSandboxClient,
+    BuildImageRequest,
+    BuildImageResponse,
     CommandTimeoutError,
     CreateSandboxRequest,
+    ImageClient,
     SandboxClient,
     SandboxFileNotFoundError,
     UnauthorizedError,
@@ -49,6 +55,55 @@ async def live_process(sandbox_id: str) -> dict:
         return {"pid": process.pid, "echo": first.decode(), "killed": await process.wait()}
     finally:
         await client.aclose()
+
+
+# The name `prime images push` gives the Dockerfile inside the context it uploads.
+PACKAGED_DOCKERFILE = ".__prime_dockerfile__"
+DOCKERFILE = "FROM debian:bookworm-slim\nRUN useradd -m -u 1000 agent\nCOPY motd.txt /etc/flow-motd\n"
+
+
+def push_image(images: ImageClient, tmp: str) -> tuple[str, dict]:
+    """Builds an image as `prime images push` does: tar.gz context, PUT, start, poll.
+
+    Returns the reference POST /images/build answered and what the flow saw.
+    """
+    context = os.path.join(tmp, "context")
+    os.makedirs(context)
+    with open(os.path.join(context, "motd.txt"), "w") as f:
+        f.write("built through the image API\n")
+    dockerfile = os.path.join(tmp, "Dockerfile")
+    with open(dockerfile, "w") as f:
+        f.write(DOCKERFILE)
+    archive = os.path.join(tmp, "context.tar.gz")
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(context, arcname=".")
+        tar.add(dockerfile, arcname=PACKAGED_DOCKERFILE)
+    build = images.initiate_build(
+        BuildImageRequest(
+            image_name="flow-image", image_tag="v1", dockerfile_path=PACKAGED_DOCKERFILE
+        )
+    )
+    assert isinstance(build, BuildImageResponse) and build.upload_url
+    with open(archive, "rb") as f:
+        data = f.read()
+    seen: dict = {
+        "wrong_type": httpx.put(
+            build.upload_url, content=data, headers={"Content-Type": "application/x-tar"}
+        ).status_code
+    }
+    httpx.put(
+        build.upload_url, content=data, headers={"Content-Type": "application/octet-stream"}
+    ).raise_for_status()
+    statuses = [images.start_build(build.build_id)["status"]]
+    deadline = time.monotonic() + 120
+    while statuses[-1] not in ("COMPLETED", "FAILED", "CANCELLED") and time.monotonic() < deadline:
+        time.sleep(0.2)
+        status = images.get_build_status(build.build_id)["status"]
+        if status != statuses[-1]:
+            statuses.append(status)
+    seen["statuses"] = statuses
+    seen["listed"] = [(i.display_ref, i.status.value) for i in images.list().data]
+    return build.full_image_path, seen
 
 
 def main() -> None:
@@ -136,6 +191,17 @@ def main() -> None:
         seen["probe_open"] = probe(client, b.id, ip)
         seen["probe_closed"] = probe(client, c.id, ip)
         seen["egress_closed"] = client.get_network(c.id).policy.allowlist
+
+        with tempfile.TemporaryDirectory() as tmp:
+            image, seen["image"] = push_image(ImageClient(APIClient()), tmp)
+        d = client.create(CreateSandboxRequest(name="flow-d", docker_image=image))
+        created.append(d.id)
+        client.wait_for_creation(d.id)
+        seen["image"]["ref"] = client.get(d.id).docker_image
+        seen["image"]["ran"] = client.execute_command(
+            d.id, "cat /etc/flow-motd; id -u", user="agent"
+        ).stdout
+        client.delete(d.id)
 
         client.delete(b.id)
         seen["deleted_status"] = client.get(b.id).status
