@@ -22,6 +22,8 @@ export interface CommandOptions {
   timeoutMs?: number;
   onStdout?: (chunk: Buffer) => void;
   onStderr?: (chunk: Buffer) => void;
+  /** false: output goes only to onStdout/onStderr, and the result's buffers are empty. */
+  collect?: boolean;
   /** Aborting kills the command (SIGKILL to its process group) and rejects. */
   signal?: AbortSignal;
 }
@@ -119,10 +121,10 @@ export async function runCommandSession(
               encodeSendInput({ sessionUuid, stdin: o.stdin, inputUuid: randomUUID() }),
             );
         } else if (event?.kind === "stdout") {
-          stdout.push(event.data);
+          if (o.collect !== false) stdout.push(event.data);
           o.onStdout?.(event.data);
         } else if (event?.kind === "stderr") {
-          stderr.push(event.data);
+          if (o.collect !== false) stderr.push(event.data);
           o.onStderr?.(event.data);
         } else if (event?.kind === "end") exitCode = event.exitCode;
       }

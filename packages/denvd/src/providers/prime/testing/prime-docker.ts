@@ -70,6 +70,9 @@ export class PrimeDocker {
       HostConfig: {
         NetworkMode: o.network,
         Init: true,
+        // Root in a Prime sandbox (a microVM) has every capability; the engine's default set lacks
+        // the one that reads another user's /proc/PID/environ.
+        CapAdd: ["SYS_PTRACE"],
         NanoCpus: Math.round(o.cpu * 1e9),
         Memory: Math.round(o.memoryGiB * 1024 ** 3),
       },
