@@ -1,6 +1,7 @@
 import { EventEmitter } from "node:events";
 import { ServerError, Status } from "nice-grpc";
 import type { PrimeDocker, Spawned } from "../../prime/testing/prime-docker.js";
+import { FS_TOOLS_PATH, fsToolsArgv } from "./modal-fs-tools.js";
 import type { Msg } from "./modal-wire.js";
 
 /** A command exec'd in a sandbox: its output kept whole, so a reader can start at any offset. */
@@ -10,6 +11,7 @@ interface Exec {
   code?: number;
   changed: EventEmitter;
   stdinOffset: number;
+  stdinClosed: boolean;
 }
 
 /**
@@ -31,7 +33,8 @@ export class ModalExecs {
     if (this.execs.has(r.execId)) throw new ServerError(Status.ALREADY_EXISTS, `exec ${r.execId} exists`);
     const env: Record<string, string> = { ...r.env };
     for (const s of r.secretSources as Msg[]) Object.assign(env, s.env?.contents ?? {});
-    const argv = r.commandArgs as string[];
+    const given = r.commandArgs as string[];
+    const argv = given[0] === FS_TOOLS_PATH ? fsToolsArgv(given[1] ?? "{}") : given;
     const out: Exec["out"] = [[], []];
     const changed = new EventEmitter();
     // Modal kills a command at its timeout; `timeout -s KILL` makes the engine do it (exit 137).
@@ -51,7 +54,7 @@ export class ModalExecs {
         changed.emit("changed");
       },
     });
-    const exec: Exec = { process, out, changed, stdinOffset: 0 };
+    const exec: Exec = { process, out, changed, stdinOffset: 0, stdinClosed: false };
     this.execs.set(r.execId, exec);
     void process.exited.then((code) => {
       exec.code = code;
@@ -87,15 +90,45 @@ export class ModalExecs {
   }
 
   stdin(r: Msg): Msg {
+    this.write(this.get(r.execId), Number(r.offset), Buffer.from(r.data as Uint8Array), r.eof);
+    return {};
+  }
+
+  /** The streamed form of stdin: a start (exec and offset), data, and an end that closes it. */
+  async stdinStream(requests: AsyncIterable<Msg>): Promise<Msg> {
+    let exec: Exec | undefined;
+    let offset = 0;
+    for await (const r of requests) {
+      if (r.start) {
+        exec = this.get(r.start.execId);
+        offset = Number(r.start.offset);
+      }
+      if (!exec) throw new ServerError(Status.INVALID_ARGUMENT, "the stream must begin with its start");
+      const data = Buffer.from(r.data as Uint8Array);
+      this.write(exec, offset, data, r.end !== undefined);
+      offset += data.length;
+    }
+    return {};
+  }
+
+  stdinStatus(r: Msg): Msg {
     const exec = this.get(r.execId);
-    const data = Buffer.from(r.data as Uint8Array);
-    // Writes are retried by offset: keep only the bytes not taken before.
-    const offset = Number(r.offset);
+    return { numBytesWritten: exec.stdinOffset, closed: exec.stdinClosed };
+  }
+
+  /** Writes are retried by offset: only the bytes not taken before reach the process. */
+  private write(exec: Exec, offset: number, data: Buffer, eof: boolean): void {
     const fresh = data.subarray(Math.max(0, exec.stdinOffset - offset));
+    if (exec.stdinClosed) {
+      if (fresh.length > 0) throw new ServerError(Status.FAILED_PRECONDITION, "stdin is closed");
+      return;
+    }
     if (fresh.length > 0) exec.process.write(fresh);
     exec.stdinOffset = Math.max(exec.stdinOffset, offset + data.length);
-    if (r.eof) exec.process.end();
-    return {};
+    if (eof) {
+      exec.stdinClosed = true;
+      exec.process.end();
+    }
   }
 
   poll(r: Msg): Msg {

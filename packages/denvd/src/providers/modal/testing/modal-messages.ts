@@ -149,6 +149,18 @@ export const TASK_COMMAND_ROUTER = methods({
     },
     Empty,
   ],
+  TaskExecStdinWriteStream: [
+    {
+      start: [1, { taskId: [1, "string"], execId: [2, "string"], offset: [3, "uint64"] }],
+      data: [2, "bytes"],
+      end: [3, Empty],
+    },
+    Empty,
+  ],
+  TaskExecStdinStatus: [
+    { taskId: [1, "string"], execId: [2, "string"] },
+    { numBytesWritten: [1, "uint64"], closed: [2, "bool"] },
+  ],
   TaskExecPoll: [
     { taskId: [1, "string"], execId: [2, "string"] },
     { code: [1, "int32"], signal: [2, "int32"] },
@@ -160,23 +172,23 @@ export const TASK_COMMAND_ROUTER = methods({
   TaskSnapshotFilesystem: [{ taskId: [1, "string"], snapshotId: [2, "string"] }, { imageId: [1, "string"] }],
 });
 
-/** A service's methods for nice-grpc: unary but for the `streams`, which answer a stream. */
-export type Definition<K extends string, S extends K> = {
-  [P in K]: MethodDefinition<Msg, Msg, Msg, Msg, false, P extends S ? true : false>;
+/** A service's methods for nice-grpc: unary but for those named to stream requests or answers. */
+export type Definition<K extends string, C extends K, S extends K> = {
+  [P in K]: MethodDefinition<Msg, Msg, Msg, Msg, P extends C ? true : false, P extends S ? true : false>;
 };
 
 /** A nice-grpc service definition for `service` with these methods, coded by the schemas above. */
-export function serviceDefinition<K extends string, S extends K = never>(
+export function serviceDefinition<K extends string, C extends K = never, S extends K = never>(
   service: string,
   methods: Record<K, Method>,
-  streams: readonly S[] = [],
-): Definition<K, S> {
+  streams: { client?: readonly C[]; server?: readonly S[] } = {},
+): Definition<K, C, S> {
   const entries = (Object.entries(methods) as [K, Method][]).map(([name, [req, res]]) => [
     name,
     {
       path: `/${service}/${name}`,
-      requestStream: false,
-      responseStream: (streams as readonly K[]).includes(name),
+      requestStream: ((streams.client ?? []) as readonly K[]).includes(name),
+      responseStream: ((streams.server ?? []) as readonly K[]).includes(name),
       requestSerialize: (v: Msg) => encode(req, v),
       requestDeserialize: (b: Uint8Array) => decode(req, b),
       // Answers leave unset fields out, so a oneof (TaskExecWaitResponse's code or signal) stays unset.
@@ -185,5 +197,5 @@ export function serviceDefinition<K extends string, S extends K = never>(
       options: {},
     },
   ]);
-  return Object.fromEntries(entries) as Definition<K, S>;
+  return Object.fromEntries(entries) as Definition<K, C, S>;
 }

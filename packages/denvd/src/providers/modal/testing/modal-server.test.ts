@@ -83,6 +83,35 @@ describe("ModalServer with the modal SDK", { timeout: 90_000 }, () => {
     expect(await cat.wait()).toBe(0);
   });
 
+  it("reads, writes, stats, lists and removes files through sandbox.filesystem", async () => {
+    const fs = open.filesystem;
+    const bytes = Uint8Array.from({ length: 256 }, (_, i) => i);
+    await fs.writeBytes(bytes, "/srv/data/blob.bin");
+    expect(Buffer.from(await fs.readBytes("/srv/data/blob.bin"))).toEqual(Buffer.from(bytes));
+    await fs.writeText("héllo\n", "/srv/data/note.txt");
+    expect(await fs.readText("/srv/data/note.txt")).toBe("héllo\n");
+    expect((await run(open, ["stat", "-c", "%U %s", "/srv/data/note.txt"])).stdout).toBe("root 7\n");
+
+    const info = await fs.stat("/srv/data/blob.bin");
+    expect(info).toMatchObject({ name: "blob.bin", path: "/srv/data/blob.bin", type: "file", size: 256 });
+    expect(info.permissions).toBe("rw-r--r--");
+    const listed = await fs.listFiles("/srv/data");
+    expect(listed.map((e) => [e.name, e.type, e.size])).toEqual([
+      ["blob.bin", "file", 256],
+      ["note.txt", "file", 7],
+    ]);
+    await fs.makeDirectory("/srv/data/sub/deeper");
+    expect((await fs.stat("/srv/data/sub")).type).toBe("directory");
+
+    await expect(fs.readText("/srv/missing")).rejects.toBeInstanceOf(modal.SandboxFilesystemNotFoundError);
+    await expect(fs.readText("/srv/data")).rejects.toBeInstanceOf(modal.SandboxFilesystemIsADirectoryError);
+    await expect(fs.remove("/srv/data")).rejects.toBeInstanceOf(
+      modal.SandboxFilesystemDirectoryNotEmptyError,
+    );
+    await fs.remove("/srv/data", { recursive: true });
+    expect((await run(open, ["ls", "/srv"])).stdout).toBe("");
+  });
+
   it("kills a command at its timeout", async () => {
     const slow = await open.exec(["sleep", "60"], { timeoutMs: 2000 });
     const code = await slow.wait().catch((e: unknown) => e);

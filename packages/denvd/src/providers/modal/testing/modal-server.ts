@@ -26,7 +26,8 @@ import type { Msg } from "./modal-wire.js";
  * ImageGetOrCreate (`FROM <allowed name>` only: no builds, never pulled), ImageFromId,
  * SandboxCreate/GetTaskId/Wait/Terminate/List/TagsGet/TagsSet (and their V2 twins: V2 is the
  * SDK's default; V1 when MODAL_SANDBOX_V2=false), Task/SandboxGetCommandRouterAccess; on
- * the router TaskExecStart/StdioRead/StdinWrite/Poll/Wait and TaskSnapshotFilesystem. Anything
+ * the router TaskExecStart/StdioRead/StdinWrite/StdinWriteStream/StdinStatus/Poll/Wait (the file
+ * API's tool played by modal-fs-tools.ts) and TaskSnapshotFilesystem. Anything
  * else is UNIMPLEMENTED (nice-grpc's answer for an unknown method). Everything it makes in
  * Docker carries LABELS plus `ai.denv.modal.server=<id>`; close() removes all of it.
  */
@@ -131,23 +132,24 @@ export class ModalServer {
         SandboxTagsSetV2: async (r: Msg) => sb.setTags(r),
       });
     const routerAuth = (c: CallContext) => c.metadata.get("authorization") === `Bearer ${this.routerJwt}`;
-    server
-      .with(this.authorize(routerAuth))
-      .add(
-        serviceDefinition("modal.task_command_router.TaskCommandRouter", TASK_COMMAND_ROUTER, [
-          "TaskExecStdioRead",
-        ]),
-        {
-          TaskExecStart: async (r: Msg) => execs.start(r),
-          TaskExecStdioRead: (r: Msg, c: CallContext) => execs.read(r, c.signal),
-          TaskExecStdinWrite: async (r: Msg) => execs.stdin(r),
-          TaskExecPoll: async (r: Msg) => execs.poll(r),
-          TaskExecWait: async (r: Msg) => execs.wait(r),
-          TaskSnapshotFilesystem: async (r: Msg) => ({
-            imageId: await images.snapshot(sb.containerOf(r.taskId), r.snapshotId),
-          }),
-        },
-      );
+    server.with(this.authorize(routerAuth)).add(
+      serviceDefinition("modal.task_command_router.TaskCommandRouter", TASK_COMMAND_ROUTER, {
+        client: ["TaskExecStdinWriteStream"],
+        server: ["TaskExecStdioRead"],
+      }),
+      {
+        TaskExecStart: async (r: Msg) => execs.start(r),
+        TaskExecStdioRead: (r: Msg, c: CallContext) => execs.read(r, c.signal),
+        TaskExecStdinWrite: async (r: Msg) => execs.stdin(r),
+        TaskExecStdinWriteStream: async (r: AsyncIterable<Msg>) => execs.stdinStream(r),
+        TaskExecStdinStatus: async (r: Msg) => execs.stdinStatus(r),
+        TaskExecPoll: async (r: Msg) => execs.poll(r),
+        TaskExecWait: async (r: Msg) => execs.wait(r),
+        TaskSnapshotFilesystem: async (r: Msg) => ({
+          imageId: await images.snapshot(sb.containerOf(r.taskId), r.snapshotId),
+        }),
+      },
+    );
     this.server = server;
     const port = await server.listen("127.0.0.1:0");
     this.url = `http://127.0.0.1:${port}`;
