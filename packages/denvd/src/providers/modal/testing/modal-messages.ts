@@ -15,9 +15,7 @@ const SandboxDefinition: Schema = {
   secretIds: [4, "string", "repeated"],
   timeoutSecs: [7, "uint32"],
   workdir: [8, "string"],
-  networkAccess: [22, { networkAccessType: [1, "int32"], allowedCidrs: [2, "string", "repeated"] }],
-  name: [30, "string"],
-  idleTimeoutSecs: [33, "uint32"],
+  networkAccess: [22, { networkAccessType: [1, "int32"] }],
 };
 
 /** GenericResult's statuses the SDK tells apart. */
@@ -48,16 +46,7 @@ const CONTROL = methods({
     { secretId: [1, "string"] },
   ],
   ImageGetOrCreate: [
-    {
-      image: [
-        2,
-        {
-          dockerfileCommands: [6, "string", "repeated"],
-          baseImages: [5, { imageId: [1, "string"] }, "repeated"],
-        },
-      ],
-      appId: [4, "string"],
-    },
+    { image: [2, { dockerfileCommands: [6, "string", "repeated"] }] },
     { imageId: [1, "string"], result: [2, GenericResult] },
   ],
   ImageFromId: [{ imageId: [1, "string"] }, { imageId: [1, "string"] }],

@@ -124,6 +124,7 @@ describe("ModalServer with the modal SDK", { timeout: 90_000 }, () => {
     await run(open, ["sh", "-c", "echo kept > /srv/state.txt"]);
     const snap = await open.snapshotFilesystem();
     expect(snap.imageId).toMatch(/^im-/);
+    expect((await client.images.fromId(snap.imageId)).imageId).toBe(snap.imageId);
     const copy = await client.sandboxes.create(app, snap, { tags: { suite: "modal-server", role: "copy" } });
     try {
       expect((await run(copy, ["cat", "/srv/state.txt"])).stdout).toBe("kept\n");
@@ -189,6 +190,9 @@ describe("ModalServer with the modal SDK", { timeout: 90_000 }, () => {
     expect(short.sandboxId).toMatch(/^sb-[0-9A-Za-z]{22}$/);
     expect(await short.wait()).toBe(5);
     v1.close();
+    // A sandbox's own timeout ends it with GENERIC_STATUS_TIMEOUT, which wait() reports as 124.
+    const timed = await client.sandboxes.create(app, image, { timeoutMs: 2000 });
+    expect(await timed.wait()).toBe(124);
 
     await open.terminate();
     expect(await open.wait()).toBe(137);
@@ -196,6 +200,18 @@ describe("ModalServer with the modal SDK", { timeout: 90_000 }, () => {
     for await (const sb of client.sandboxes.list({ appId: app.appId })) left.push(sb.sandboxId);
     expect(left).toEqual([]);
     expect(docker("ps", "-a", "-q", "--filter", `label=ai.denv.modal.sandbox=${open.sandboxId}`)).toBe("");
+  });
+
+  it("was served by the double alone: the V2 control plane and the command router", () => {
+    expect(double.server.calls).toEqual(
+      expect.arrayContaining([
+        "SandboxCreateV2",
+        "SandboxCreate",
+        "TaskExecStart",
+        "TaskExecStdinWriteStream",
+      ]),
+    );
+    expect(double.canary.hits()).toBe(0);
   });
 
   it("refuses a wrong token with UNAUTHENTICATED", async () => {
