@@ -190,6 +190,17 @@ describe("PrimeApi against the Prime double", { timeout: 90_000 }, () => {
     );
   });
 
+  it("stops waiting for a build when its caller aborts", { timeout: 120_000 }, async () => {
+    await writeFile(join(folder, "Dockerfile"), "FROM debian:bookworm-slim\nRUN sleep 3\n");
+    const abort = new AbortController();
+    const building = new PrimeImages(api).buildImage(
+      { name: "api-slow", context: folder },
+      { signal: abort.signal },
+    );
+    setTimeout(() => abort.abort(), 500);
+    expect(((await building.catch((e: unknown) => e)) as Error).name).toBe("AbortError");
+  });
+
   it("names the call and Prime's words when the API key is wrong", async () => {
     const wrong = new PrimeApi({ ...double.connection, apiKey: "pit_wrong" });
     await expect(wrong.listSandboxes()).rejects.toThrow(

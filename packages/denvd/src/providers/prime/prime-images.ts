@@ -21,6 +21,7 @@ export interface BuildImage {
 }
 
 export interface BuildWait {
+  /** Aborting stops the waiting only: Prime's API has no route that cancels a build. */
   signal?: AbortSignal;
   /** How long the build may take once started (default 30 minutes). */
   timeoutMs?: number;

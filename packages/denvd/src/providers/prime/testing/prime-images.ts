@@ -16,7 +16,6 @@ export interface ImageBuild {
   namespace: string;
   teamId: string | null;
   dockerfilePath: string;
-  platform: string;
   visibility: "PRIVATE" | "PUBLIC";
   status: BuildStatus;
   errorMessage: string | null;
@@ -87,8 +86,8 @@ export class Images {
       );
     if (typeof tag !== "string" || !TAG.test(tag))
       throw new ApiError(422, `invalid image_tag ${String(tag)}`);
-    const platform = body.platform ?? "linux/amd64";
-    if (platform !== "linux/amd64" && platform !== "linux/arm64")
+    // Accepted as Prime does; the double builds for the engine's own platform.
+    if (![undefined, "linux/amd64", "linux/arm64"].includes(body.platform as string | undefined))
       throw new ApiError(422, "platform must be linux/amd64 or linux/arm64");
     const teamId = typeof body.team_id === "string" ? body.team_id : null;
     const b: ImageBuild = {
@@ -98,7 +97,6 @@ export class Images {
       namespace: teamId ? `team-${teamId}` : this.env.userId,
       teamId,
       dockerfilePath: typeof body.dockerfile_path === "string" ? body.dockerfile_path : "Dockerfile",
-      platform,
       visibility: body.visibility === "PUBLIC" ? "PUBLIC" : "PRIVATE",
       status: "PENDING",
       errorMessage: null,
