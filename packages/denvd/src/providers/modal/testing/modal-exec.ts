@@ -1,6 +1,6 @@
 import { EventEmitter } from "node:events";
 import { ServerError, Status } from "nice-grpc";
-import type { PrimeDocker, Spawned } from "../../prime/testing/prime-docker.js";
+import type { DoubleDocker, Spawned } from "../../testing/double-docker.js";
 import { FS_TOOLS_PATH, fsToolsArgv } from "./modal-fs-tools.js";
 import type { Msg } from "./modal-wire.js";
 
@@ -23,7 +23,7 @@ export class ModalExecs {
   private readonly execs = new Map<string, Exec>();
 
   constructor(
-    private readonly docker: PrimeDocker,
+    private readonly docker: DoubleDocker,
     /** The container of a task, or an error the SDK understands. */
     private readonly containerOf: (taskId: string) => string,
   ) {}

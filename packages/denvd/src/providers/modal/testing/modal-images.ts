@@ -1,5 +1,5 @@
 import { ServerError, Status } from "nice-grpc";
-import type { PrimeDocker } from "../../prime/testing/prime-docker.js";
+import type { DoubleDocker } from "../../testing/double-docker.js";
 import { STATUS } from "./modal-messages.js";
 import { modalId } from "./modal-sandboxes.js";
 import type { Msg } from "./modal-wire.js";
@@ -15,7 +15,7 @@ export class ModalImages {
   private readonly byName = new Map<string, string>();
 
   constructor(
-    private readonly docker: PrimeDocker,
+    private readonly docker: DoubleDocker,
     /** Registry names → images already on the engine (the double never pulls). */
     private readonly allowed: Record<string, string>,
     /** The repository snapshot images are committed to. */

@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { ServerError, Status } from "nice-grpc";
-import type { PrimeDocker } from "../../prime/testing/prime-docker.js";
+import type { DoubleDocker } from "../../testing/double-docker.js";
 import { NETWORK, STATUS } from "./modal-messages.js";
 import type { Msg } from "./modal-wire.js";
 
@@ -37,7 +37,7 @@ export class ModalSandboxes {
   private readonly failures: unknown[] = [];
 
   constructor(
-    private readonly docker: PrimeDocker,
+    private readonly docker: DoubleDocker,
     private readonly serverId: string,
     private readonly networks: { open: string; internal: string },
     /** The local image of a Modal image id, or undefined. */

@@ -7,7 +7,7 @@ import {
   type ServerMiddleware,
   Status,
 } from "nice-grpc";
-import { PrimeDocker } from "../../prime/testing/prime-docker.js";
+import { DoubleDocker } from "../../testing/double-docker.js";
 import { ModalExecs } from "./modal-exec.js";
 import { ModalImages } from "./modal-images.js";
 import { MODAL_CLIENT, serviceDefinition, TASK_COMMAND_ROUTER } from "./modal-messages.js";
@@ -42,7 +42,7 @@ export interface ModalServerOptions {
 
 export class ModalServer {
   readonly id = randomBytes(4).toString("hex");
-  readonly docker: PrimeDocker;
+  readonly docker: DoubleDocker;
   readonly sandboxes: ModalSandboxes;
   readonly images: ModalImages;
   readonly execs: ModalExecs;
@@ -57,7 +57,7 @@ export class ModalServer {
   private server: Server | undefined;
 
   constructor(private readonly options: ModalServerOptions) {
-    this.docker = new PrimeDocker({ ...LABELS, "ai.denv.modal.server": this.id });
+    this.docker = new DoubleDocker("Modal", { ...LABELS, "ai.denv.modal.server": this.id });
     this.images = new ModalImages(this.docker, options.images, `denv-modal-${this.id}`);
     this.sandboxes = new ModalSandboxes(this.docker, this.id, this.networks, (i) => this.images.ref(i));
     this.execs = new ModalExecs(this.docker, (t) => this.sandboxes.containerOf(t));

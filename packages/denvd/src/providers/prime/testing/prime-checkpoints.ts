@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
+import type { DoubleDocker } from "../../testing/double-docker.js";
 import { ApiError } from "./prime-api-error.js";
-import type { PrimeDocker } from "./prime-docker.js";
 import type { Sandboxes } from "./prime-sandboxes.js";
 
 export type CheckpointState = "PENDING" | "DURABLE" | "FAILED";
@@ -33,7 +33,7 @@ export class Checkpoints {
   private readonly committing = new Set<Promise<void>>();
 
   constructor(
-    private readonly docker: PrimeDocker,
+    private readonly docker: DoubleDocker,
     private readonly sandboxes: Sandboxes,
     private readonly repo: string,
   ) {}

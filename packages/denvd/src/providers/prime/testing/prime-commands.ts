@@ -7,6 +7,7 @@ import {
   sendError,
   sendUnary,
 } from "../../e2b/testing/e2b-connect.js";
+import type { DoubleDocker, Spawned } from "../../testing/double-docker.js";
 import {
   decodeSendInput,
   decodeSendSignal,
@@ -14,7 +15,6 @@ import {
   encodeEvent,
   type SessionSignal,
 } from "../prime-proto.js";
-import type { PrimeDocker, Spawned } from "./prime-docker.js";
 
 interface Session {
   container: string;
@@ -37,7 +37,7 @@ interface Session {
 export class CommandSessions {
   private readonly sessions = new Map<string, Session>();
 
-  constructor(private readonly docker: PrimeDocker) {}
+  constructor(private readonly docker: DoubleDocker) {}
 
   /** Serves one RPC of the service for the sandbox whose container is `container`. */
   async handle(

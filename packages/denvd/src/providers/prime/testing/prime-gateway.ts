@@ -1,9 +1,9 @@
 import { randomBytes } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { ConnectError, sendError } from "../../e2b/testing/e2b-connect.js";
+import type { DoubleDocker } from "../../testing/double-docker.js";
 import { ApiError } from "./prime-api-error.js";
 import { CommandSessions } from "./prime-commands.js";
-import type { PrimeDocker } from "./prime-docker.js";
 import type { Sandboxes } from "./prime-sandboxes.js";
 
 /** How long a gateway token lives; the SDK refreshes its cached one 60 s before expiry. */
@@ -26,7 +26,7 @@ export class Gateway {
   private readonly jobs = new Map<string, string>();
 
   constructor(
-    private readonly docker: PrimeDocker,
+    private readonly docker: DoubleDocker,
     private readonly sandboxes: Sandboxes,
   ) {
     this.commands = new CommandSessions(docker);

@@ -3,8 +3,8 @@ import { Readable } from "node:stream";
 import { buffer } from "node:stream/consumers";
 import { gunzipSync } from "node:zlib";
 import tar from "tar-stream";
+import type { DoubleDocker } from "../../testing/double-docker.js";
 import { ApiError } from "./prime-api-error.js";
-import type { PrimeDocker } from "./prime-docker.js";
 
 export type BuildStatus = "PENDING" | "UPLOADING" | "BUILDING" | "COMPLETED" | "FAILED" | "CANCELLED";
 
@@ -32,7 +32,7 @@ export interface ImageBuild {
 }
 
 export interface ImageEnv {
-  docker: PrimeDocker;
+  docker: DoubleDocker;
   serverId: string;
   /** The id Prime knows the API key's user by: personal images live under it. */
   userId: string;

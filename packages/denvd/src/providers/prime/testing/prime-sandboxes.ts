@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
+import type { DoubleDocker } from "../../testing/double-docker.js";
 import { ApiError } from "./prime-api-error.js";
-import type { PrimeDocker } from "./prime-docker.js";
 
 export type SandboxStatus = "PENDING" | "RUNNING" | "ERROR" | "TERMINATED";
 
@@ -41,7 +41,7 @@ export interface Sandbox {
 
 /** What sandboxes run on: the engine, and the networks a sandbox with and without egress joins. */
 export interface SandboxEnv {
-  docker: PrimeDocker;
+  docker: DoubleDocker;
   serverId: string;
   networks: { open: string; internal: string };
   /** The local image a `docker_image` stands for (configured, or built by the image API). */

@@ -1,9 +1,9 @@
 import { randomBytes } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { DoubleDocker } from "../../testing/double-docker.js";
 import { ApiError } from "./prime-api-error.js";
 import { Checkpoints } from "./prime-checkpoints.js";
-import { PrimeDocker } from "./prime-docker.js";
 import { Gateway } from "./prime-gateway.js";
 import { Images } from "./prime-images.js";
 import { Sandboxes } from "./prime-sandboxes.js";
@@ -42,7 +42,7 @@ type Body = Record<string, unknown>;
 
 export class PrimeServer {
   readonly id = randomBytes(4).toString("hex");
-  readonly docker: PrimeDocker;
+  readonly docker: DoubleDocker;
   readonly sandboxes: Sandboxes;
   readonly checkpoints: Checkpoints;
   readonly gateway: Gateway;
@@ -57,7 +57,7 @@ export class PrimeServer {
   private readonly servers: Server[] = [];
 
   constructor(private readonly options: PrimeServerOptions) {
-    this.docker = new PrimeDocker({ ...LABELS, "ai.denv.prime.server": this.id });
+    this.docker = new DoubleDocker("Prime", { ...LABELS, "ai.denv.prime.server": this.id });
     this.userId = `user${this.id}`;
     this.images = new Images({
       docker: this.docker,

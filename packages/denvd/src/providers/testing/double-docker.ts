@@ -1,6 +1,6 @@
 import { randomInt } from "node:crypto";
-import { DockerClient } from "../../../docker/docker-client.js";
-import { onFreeSubnet } from "../../../runtime/subnets.js";
+import { DockerClient } from "../../docker/docker-client.js";
+import { onFreeSubnet } from "../../runtime/subnets.js";
 
 /** A process started in a sandbox's container: its input, and its exit code once it ended. */
 export interface Spawned {
@@ -23,14 +23,16 @@ export interface SpawnOptions {
 }
 
 /**
- * The Docker side of the Prime double, on denvd's own engine clients (src/docker): the two
- * networks, sandbox containers, processes in them (the double plays their sandbox agent) and
- * checkpoint commits. Everything it makes carries `labels`; removeAll() removes by them.
+ * The Docker side of a hosted provider's double (Prime's, Modal's), on denvd's own engine
+ * clients (src/docker): networks, sandbox containers, processes in them (the double plays their
+ * sandbox agent) and snapshot commits. Everything it makes carries `labels`; removeAll() removes
+ * by them. `name` says whose double it is in its errors.
  */
-export class PrimeDocker {
+export class DoubleDocker {
   readonly docker: DockerClient;
 
   constructor(
+    readonly name: string,
     readonly labels: Record<string, string>,
     socketPath?: string,
   ) {
@@ -47,7 +49,7 @@ export class PrimeDocker {
 
   /**
    * A sandbox's container, started: its start command (or `tail -f /dev/null`) under tini, as
-   * root, as Prime's sandboxes run theirs.
+   * root, as the providers' sandboxes run theirs.
    */
   async runSandbox(o: {
     name: string;
@@ -70,7 +72,7 @@ export class PrimeDocker {
       HostConfig: {
         NetworkMode: o.network,
         Init: true,
-        // Root in a Prime sandbox (a microVM) has every capability; the engine's default set lacks
+        // Root in a hosted sandbox (a microVM) has every capability; the engine's default set lacks
         // the one that reads another user's /proc/PID/environ.
         CapAdd: ["SYS_PTRACE"],
         NanoCpus: Math.round(o.cpu * 1e9),
@@ -192,6 +194,6 @@ export class PrimeDocker {
     }
     for (const n of await this.docker.networks.list(this.labels))
       await attempt(this.docker.networks.remove(n.id));
-    if (errors.length > 0) throw new AggregateError(errors, "Prime double: cleanup failed");
+    if (errors.length > 0) throw new AggregateError(errors, `${this.name} double: cleanup failed`);
   }
 }
