@@ -102,13 +102,22 @@ export const TARGET_KINDS: Record<TargetKindName, TargetKindSpec> = {
   modal: {
     family: "hosted",
     available: false,
-    capabilities: { ...DENVD, multi_service: false, pause: false, egress_control: false },
+    // Planned, from the modal SDK 0.11 (packages/denvd/src/providers/modal/testing, its double): one
+    // sandbox per environment; a version is `snapshotFilesystem` (the filesystem, an image), a fork
+    // a sandbox of that image; egress is `blockNetwork`. Exec takes no user: the agent's user comes
+    // from the image, as on Daytona. No pause, no tunnels of denv's.
+    capabilities: { ...DENVD, multi_service: false, pause: false, port_tunnels: false },
     enforcedBy: "modal",
   },
   prime: {
     family: "hosted",
     available: false,
-    capabilities: { ...DENVD, snapshot: false, fork: false, pause: false, egress_control: false },
+    // Planned, from Prime's sandbox API (packages/denvd/src/providers/prime: its client, exec and
+    // files verbs, and its double): one sandbox per environment from an image built by Prime's image
+    // API; a version is a checkpoint (the root filesystem), a fork a sandbox restored from it;
+    // egress is an empty network allowlist; commands run as any user of the image. No pause, no
+    // tunnels; several services (Prime's private networks) later.
+    capabilities: { ...DENVD, multi_service: false, pause: false, port_tunnels: false },
     enforcedBy: "prime",
   },
 };
