@@ -33,16 +33,19 @@ export function readPasswd(sbx: E2bSandbox): Promise<string> {
   return sbx.files.read("/etc/passwd", { user: "root" });
 }
 
-/** resolveSandboxUser on a passwd already read (one read for several users). */
-export function lookupUser(passwd: string, user: string): SandboxUser {
+/**
+ * resolveSandboxUser on a passwd already read (one read for several users), for a provider that
+ * runs a call as a named user with that user's own groups (E2B's, Prime's).
+ */
+export function lookupUser(passwd: string, user: string, provider = PROVIDER): SandboxUser {
   const spec = parseUser(user);
   if (spec.group !== undefined && spec.group !== "") {
     throw new DenvError(
       "invalid_request",
       ProviderMessages.unsupportedOption(
-        PROVIDER,
+        provider,
         `a group in user '${user}'`,
-        "E2B runs a call as a user with that user's own groups",
+        `${provider} runs a call as a user with that user's own groups`,
       ),
     );
   }
@@ -52,7 +55,7 @@ export function lookupUser(passwd: string, user: string): SandboxUser {
     if (name === undefined || uid === undefined) continue;
     if (spec.uid !== undefined ? uid === spec.uid : name === spec.user) return { name, uid };
   }
-  throw new DenvError("invalid_request", ProviderMessages.userWithoutName(PROVIDER, user));
+  throw new DenvError("invalid_request", ProviderMessages.userWithoutName(provider, user));
 }
 
 /**

@@ -6,6 +6,7 @@ import {
   runCommandSession,
 } from "./prime-command-session.js";
 import {
+  EgressPolicyStatus,
   GatewayGrant,
   PrimeCheckpoint,
   PrimeCheckpointList,
@@ -141,6 +142,15 @@ export class PrimeApi {
   async setNetworkAccess(id: string, allowed: boolean): Promise<void> {
     const policy = allowed ? { allowlist: null, denylist: [] } : { allowlist: [], denylist: null };
     await this.call("setNetworkAccess", "PUT", `/sandbox/${enc(id)}/egress-policy`, undefined, policy);
+  }
+
+  /**
+   * Whether the sandbox reaches nothing outside, as Prime reports its applied policy: an empty
+   * allowlist is the only policy that shuts it off; any other, or one not applied yet, does not.
+   */
+  async networkShut(id: string): Promise<boolean> {
+    const s = await this.call("egressPolicy", "GET", `/sandbox/${enc(id)}/egress-policy`, EgressPolicyStatus);
+    return s.applied && Array.isArray(s.policy.allowlist) && s.policy.allowlist.length === 0;
   }
 
   /** A grant for the sandbox's gateway: the cached one while it has a minute left. */

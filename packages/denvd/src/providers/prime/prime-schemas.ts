@@ -145,3 +145,9 @@ export const PrimeImage = z
 export type PrimeImage = z.output<typeof PrimeImage>;
 
 export const PrimeImageList = z.object({ data: z.array(PrimeImage), totalCount: z.number().nullish() });
+
+/** GET /sandbox/{id}/egress-policy: the policy asked, and whether Prime applied it yet. */
+export const EgressPolicyStatus = z.object({
+  policy: z.object({ allowlist: z.array(z.string()).nullish(), denylist: z.array(z.string()).nullish() }),
+  applied: z.boolean(),
+});
