@@ -11,6 +11,7 @@ import type { PrimeHost } from "./prime-host.js";
 import { PrimeImages } from "./prime-images.js";
 import { createEnvironment, primeLabels } from "./prime-materialize.js";
 import { PrimeRecords } from "./prime-records.js";
+import { captureVersion } from "./prime-versions.js";
 import { type PrimeDouble, startPrimeDouble } from "./testing/prime-double.js";
 
 /**
@@ -107,8 +108,55 @@ describe("an environment's Prime sandbox", { timeout: 120_000 }, () => {
       user: "agent",
     });
     expect(service.stdout.toString()).toBe("1000\n");
+    const running = await host.api.runCommand(
+      rec.sandboxId,
+      [
+        "sh",
+        "-c",
+        `for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline | grep -q '^sleep infinity' && stat -c %u $p; done`,
+      ],
+      { user: "root" },
+    );
+    // The service's process outlived the command that started it, as its compose user.
+    expect(running.stdout.toString()).toBe("1000\n");
     expect(await host.records.getEnvironment("pm/alpha")).toEqual(rec);
     expect(await sandboxesOfHost()).toEqual([rec.sandboxId]);
+  });
+
+  it("a version is a checkpoint of the filesystem; a fork of it has the files and runs the service anew", async () => {
+    const rec = await host.records.getEnvironment("pm/alpha");
+    if (!rec) throw new Error("the first case makes pm/alpha");
+    const asAgent = { user: "agent", cwd: "/home/agent" };
+    await host.api.runCommand(
+      rec.sandboxId,
+      ["sh", "-c", "echo work > notes; rm /tmp/ready; sleep 300 &"],
+      asAgent,
+    );
+    const v = await captureVersion(host, rec, { number: 1, command: "snapshot-1" });
+    expect(v).toMatchObject({ id: "pm@v1", sourceEnvironment: "pm/alpha" });
+    expect((await host.api.getCheckpoint(v.checkpointId)).state).toBe("DURABLE");
+    await expect(captureVersion(host, rec, { number: 1, command: "snapshot-2" })).rejects.toThrow(
+      "version pm@v1 exists",
+    );
+    const { rec: fork } = await createEnvironment(
+      host,
+      { ...base(rec.plan, "fork", v.id), command: "fork-1" },
+      { checkpointId: v.checkpointId },
+      v,
+      noPhases,
+    );
+    expect(fork.parentVersion).toBe("pm@v1");
+    // cmdline's words are NUL-separated, which grep may read as line ends: joined with spaces first.
+    const sleepers = `for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < "$f" | grep -q '^sleep 300' && echo; done | wc -l`;
+    const parent = await host.api.runCommand(rec.sandboxId, ["sh", "-c", sleepers], asAgent);
+    expect(parent.stdout.toString()).toBe("1\n");
+    const seen = await host.api.runCommand(
+      fork.sandboxId,
+      ["sh", "-c", `cat notes; test -f /tmp/ready && echo ready; ${sleepers}`],
+      asAgent,
+    );
+    // The files are the parent's; its processes are not (the service made /tmp/ready again).
+    expect(seen.stdout.toString()).toBe("work\nready\n0\n");
   });
 
   it("refuses an agent user that is uid 0 under another name, and deletes the sandbox it made", async () => {
