@@ -1,10 +1,17 @@
 import { randomBytes } from "node:crypto";
 import type { Readable } from "node:stream";
 import { buffer } from "node:stream/consumers";
-import { DEFAULT_OUTPUT_LIMIT, DenvError, ProviderMessages } from "@denv/spec";
+import { DEFAULT_OUTPUT_LIMIT, DenvError } from "@denv/spec";
 import type { RawExecResult } from "../../exec-runner.js";
 import type { ExecOptions } from "../../runtime/environment-exec.js";
-import { Capped, EXEC_TAG, KILL_TAGGED, shellQuote, watchExec } from "../e2b/sandbox-exec.js";
+import {
+  Capped,
+  checkExecRequest,
+  EXEC_TAG,
+  KILL_TAGGED,
+  shellQuote,
+  watchExec,
+} from "../e2b/sandbox-exec.js";
 import { SYSTEM_PATH } from "../e2b/sandbox-user.js";
 import { PROVIDER } from "./daytona-host.js";
 import type { DaytonaSandbox } from "./daytona-sdk.js";
@@ -50,18 +57,7 @@ export async function execInDaytona(
   cwd: string | undefined,
   o: ExecOptions,
 ): Promise<RawExecResult> {
-  if ((o.cmd === undefined) === (o.shell === undefined)) {
-    throw new DenvError(
-      "invalid_request",
-      "give exactly one of 'cmd' (argv) and 'shell' (a string for sh -c)",
-    );
-  }
-  if (o.tty) {
-    throw new DenvError(
-      "invalid_request",
-      ProviderMessages.unsupportedOption(PROVIDER, "tty", "the runtime does not open Daytona PTYs yet"),
-    );
-  }
+  checkExecRequest(o, PROVIDER);
   const started = Date.now();
   const tag = randomBytes(8).toString("hex");
   const argv = o.cmd ?? ["sh", "-c", o.shell as string];

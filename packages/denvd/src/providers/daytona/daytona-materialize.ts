@@ -4,6 +4,7 @@ import { startCommands } from "../e2b/build-template.js";
 import { probeFromInside } from "../e2b/egress-probe.js";
 import { shellQuote } from "../e2b/sandbox-exec.js";
 import { refuseEscalation, refuseWritableSystem } from "../e2b/sandbox-user.js";
+import { waitHealthyWith } from "../service-health.js";
 import { runScript } from "./daytona-exec.js";
 import { type DaytonaHost, PROVIDER, provider } from "./daytona-host.js";
 import type { DaytonaEnvironmentRecord, DaytonaVersionRecord } from "./daytona-records.js";
@@ -169,25 +170,13 @@ export function asUser(as: readonly string[], script: string): string {
   return as.length === 0 ? script : `${as.map(shellQuote).join(" ")} sh -c ${shellQuote(script)}`;
 }
 
-/** Runs the service's healthcheck until it passes, as compose would (interval, retries, start period). */
-export async function waitHealthy(
+/** Runs the service's healthcheck until it passes (service-health.ts), as the sandbox's user or `as`. */
+export function waitHealthy(
   sbx: DaytonaSandbox,
   service: Plan["services"][number],
   as: readonly string[] = [],
 ): Promise<void> {
-  const start = startCommands(service);
-  const hc = service.healthcheck;
-  if (!start || !hc || start.readyCmd === "true") return;
-  const interval = hc.intervalMs ?? 1000;
-  const tries = (hc.retries ?? 3) + Math.ceil((hc.startPeriodMs ?? 0) / interval);
-  let last = "";
-  for (let i = 0; i <= tries; i++) {
-    const r = await provider(() => runScript(sbx, asUser(as, start.readyCmd)));
-    if (r.exitCode === 0) return;
-    last = r.output.trim().split("\n").at(-1) ?? `exit ${r.exitCode}`;
-    await new Promise((res) => setTimeout(res, interval));
-  }
-  throw new DenvError("docker", `service '${service.name}' is unhealthy after ${tries + 1} checks: ${last}`);
+  return waitHealthyWith(service, (script) => provider(() => runScript(sbx, asUser(as, script))));
 }
 
 /** The egress probe from inside the sandbox, as the agent, against the host's canaries (protection 5). */

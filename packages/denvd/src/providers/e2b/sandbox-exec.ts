@@ -108,6 +108,25 @@ export class Capped {
 }
 
 /**
+ * What every provider's exec refuses before it runs anything: both or neither of `cmd` and
+ * `shell`, and a tty (no provider runtime opens PTYs yet), each in one line naming `provider`.
+ */
+export function checkExecRequest(o: Pick<ExecOptions, "cmd" | "shell" | "tty">, provider: string): void {
+  if ((o.cmd === undefined) === (o.shell === undefined)) {
+    throw new DenvError(
+      "invalid_request",
+      "give exactly one of 'cmd' (argv) and 'shell' (a string for sh -c)",
+    );
+  }
+  if (o.tty) {
+    throw new DenvError(
+      "invalid_request",
+      ProviderMessages.unsupportedOption(provider, "tty", `the runtime does not open ${provider} PTYs yet`),
+    );
+  }
+}
+
+/**
  * One command in the sandbox with the exec contract's semantics, through envd
  * (`sandbox.commands`): argv quoted into one line that envd's shell `exec`s, so that the command
  * is the process envd started; the user, cwd and env asked; stdin; a per-stream output cap; live
@@ -127,18 +146,7 @@ export async function execInSandbox(
   cwd: string | undefined,
   o: ExecOptions,
 ): Promise<RawExecResult> {
-  if ((o.cmd === undefined) === (o.shell === undefined)) {
-    throw new DenvError(
-      "invalid_request",
-      "give exactly one of 'cmd' (argv) and 'shell' (a string for sh -c)",
-    );
-  }
-  if (o.tty) {
-    throw new DenvError(
-      "invalid_request",
-      ProviderMessages.unsupportedOption(PROVIDER, "tty", "the runtime does not open E2B PTYs yet"),
-    );
-  }
+  checkExecRequest(o, PROVIDER);
   const { CommandExitError } = await loadE2b();
   const started = Date.now();
   const argv = o.cmd ?? ["sh", "-c", o.shell as string];

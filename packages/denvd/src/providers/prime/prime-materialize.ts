@@ -3,6 +3,7 @@ import type { PhaseListener } from "../../runtime/phase-listener.js";
 import { startCommands } from "../e2b/build-template.js";
 import { probeFromInside } from "../e2b/egress-probe.js";
 import { lookupUser, refuseEscalation, refuseWritableSystem, type SandboxUser } from "../e2b/sandbox-user.js";
+import { waitHealthyWith } from "../service-health.js";
 import { PROVIDER, type PrimeHost, provider } from "./prime-host.js";
 import type { PrimeEnvironmentRecord, PrimeVersionRecord } from "./prime-records.js";
 
@@ -187,30 +188,17 @@ async function startService(
   }
 }
 
-/** Runs the service's healthcheck until it passes, as compose would (interval, retries, start period). */
-async function waitHealthy(
-  host: PrimeHost,
-  sandboxId: string,
-  service: Plan["services"][number],
-): Promise<void> {
-  const start = startCommands(service);
-  const hc = service.healthcheck;
-  if (!start || !hc || start.readyCmd === "true") return;
-  const interval = hc.intervalMs ?? 1000;
-  const tries = (hc.retries ?? 3) + Math.ceil((hc.startPeriodMs ?? 0) / interval);
-  let last = "";
-  for (let i = 0; i <= tries; i++) {
+/** Runs the service's healthcheck until it passes (service-health.ts), as the service's compose user. */
+function waitHealthy(host: PrimeHost, sandboxId: string, service: Plan["services"][number]): Promise<void> {
+  return waitHealthyWith(service, async (script) => {
     const r = await provider(() =>
-      host.api.runCommand(sandboxId, ["/bin/sh", "-c", start.readyCmd], {
+      host.api.runCommand(sandboxId, ["/bin/sh", "-c", script], {
         ...(service.user !== undefined ? { user: service.user } : {}),
         cwd: service.workingDir ?? "/",
       }),
     );
-    if (r.exitCode === 0) return;
-    last = (r.stdout.toString() + r.stderr.toString()).trim().split("\n").at(-1) ?? `exit ${r.exitCode}`;
-    await new Promise((res) => setTimeout(res, interval));
-  }
-  throw new DenvError("docker", `service '${service.name}' is unhealthy after ${tries + 1} checks: ${last}`);
+    return { exitCode: r.exitCode, output: r.stdout.toString() + r.stderr.toString() };
+  });
 }
 
 /** The egress probe from inside the sandbox, as the agent, against the host's canaries (protection 5). */

@@ -1,5 +1,5 @@
-import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
+import { dockerLeftovers } from "../../testing/double-fixtures.js";
 import { DaytonaServer } from "./daytona-server.js";
 
 /**
@@ -33,8 +33,7 @@ export async function startDaytonaDouble(): Promise<DaytonaDouble> {
     await server.close().catch(() => undefined);
     throw e;
   }
-  const label = `label=ai.denv.daytona.server=${server.id}`;
-  const docker = (...args: string[]) => execFileSync("docker", args, { encoding: "utf8" }).trim();
+  const label = `ai.denv.daytona.server=${server.id}`;
   const url = `${server.url}/api`;
   return {
     server,
@@ -44,13 +43,7 @@ export async function startDaytonaDouble(): Promise<DaytonaDouble> {
     gateway: server.gateway,
     liveSandboxes: () => server.sandboxes.all.size,
     requests: () => server.requests,
-    leftovers: () =>
-      ["ps -a", "network ls", "image ls -a"].flatMap((kind) =>
-        docker(...kind.split(" "), "-q", "--filter", label)
-          .split("\n")
-          .filter(Boolean)
-          .map((id) => `${kind.split(" ")[0]} ${id}`),
-      ),
+    leftovers: () => dockerLeftovers(label),
     close: () => server.close(),
   };
 }

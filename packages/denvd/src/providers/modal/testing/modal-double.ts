@@ -1,6 +1,5 @@
-import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { createServer, type Server } from "node:net";
+import { dockerLeftovers, startCanary } from "../../testing/double-fixtures.js";
 import { ModalServer } from "./modal-server.js";
 
 /**
@@ -34,28 +33,16 @@ export async function startModalDouble(o: { images?: Record<string, string> } = 
     await server.close().catch(() => undefined);
     throw e;
   }
-  let hits = 0;
-  const listener: Server = createServer((s) => {
-    hits += 1;
-    s.destroy();
-  });
-  await new Promise<void>((r) => listener.listen(0, "127.0.0.1", r));
-  const label = `label=ai.denv.modal.server=${server.id}`;
-  const docker = (...args: string[]) => execFileSync("docker", args, { encoding: "utf8" }).trim();
+  const canary = await startCanary();
+  const label = `ai.denv.modal.server=${server.id}`;
   return {
     server,
     connection: { tokenId, tokenSecret },
     sdkEnv: { MODAL_SERVER_URL: server.url, MODAL_TOKEN_ID: tokenId, MODAL_TOKEN_SECRET: tokenSecret },
-    canary: { host: "127.0.0.1", port: (listener.address() as { port: number }).port, hits: () => hits },
-    leftovers: () =>
-      ["ps -a", "network ls", "image ls -a"].flatMap((kind) =>
-        docker(...kind.split(" "), "-q", "--filter", label)
-          .split("\n")
-          .filter(Boolean)
-          .map((id) => `${kind.split(" ")[0]} ${id}`),
-      ),
+    canary: { host: canary.host, port: canary.port, hits: canary.hits },
+    leftovers: () => dockerLeftovers(label),
     close: async () => {
-      await new Promise<void>((r) => listener.close(() => r()));
+      await canary.close();
       await server.close();
     },
   };
