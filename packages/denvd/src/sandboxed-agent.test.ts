@@ -194,6 +194,24 @@ describe("a root agent confined by gVisor", () => {
     await rt.destroy(info.id);
   }, 240_000);
 
+  it("grades an environment whose sandbox died: there is no agent process left to stop", async () => {
+    const dir = await writeProject({ "compose.yaml": COMPOSE });
+    const info = await rt.deploy({ project: "died", projectDir: dir });
+    expect((await rt.exec(info.id, { shell: "mkdir -p /app && echo 42 > /app/answer" })).exitCode).toBe(0);
+    const rec = await requireEnvironment(rt.host, info.id);
+    const main = rec.containers.main as string;
+    // The test's own sandbox, killed from the host as a crash of gVisor's kernel would end it.
+    const { execFileSync } = await import("node:child_process");
+    const state = JSON.parse(
+      execFileSync("runsc", ["--root", "/var/run/docker/runtime-runc/moby", "state", main], { encoding: "utf8" }),
+    ) as { pid: number };
+    process.kill(state.pid, "SIGKILL");
+    const result = await rt.verify(info.id);
+    expect(result).toMatchObject({ status: "graded", reward: 1 });
+    expect(result.evidence.agent).toEqual({ killed: 0, survivors: 0 });
+    await rt.destroy(info.id);
+  }, 240_000);
+
   it("keeps root refused in an agent that is not sandboxed", async () => {
     const plain = await writeProject({
       "compose.yaml": COMPOSE.replace(", sandbox: gvisor", "").replace("user: root, ", ""),

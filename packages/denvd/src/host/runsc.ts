@@ -1,4 +1,4 @@
-import { access } from "node:fs/promises";
+import { access, readFile } from "node:fs/promises";
 import { run } from "./run.js";
 
 /**
@@ -50,13 +50,46 @@ async function stateRoot(runtime: string, containerId: string): Promise<string> 
   throw new Error(`runsc has no state for container ${containerId} (looked in ${ROOTS(runtime).join(", ")})`);
 }
 
-/** Every process of the sandbox (empty when the container is not running). */
+const NOT_RUNNING = /not running|does not exist|stopped/i;
+
+/** How long a sandbox that stopped answering is given to be seen gone before `ps` fails. */
+const GONE_WAIT_MS = 5000;
+
+/**
+ * Whether the sandbox of a container has exited. Between the sandbox process's death and the
+ * shim reaping it and removing runsc's state, `runsc ps` fails with "connecting to control server
+ * at PID N: connection refused" while `runsc state` still reads "running"; the sandbox's pid is
+ * then gone or a zombie. Only /proc is read: nothing is signalled.
+ */
+async function sandboxGone(root: string, containerId: string): Promise<boolean> {
+  const r = await run("runsc", ["--root", root, "state", containerId]);
+  if (r.code !== 0) return NOT_RUNNING.test(r.stderr);
+  let state: { status?: string; pid?: number };
+  try {
+    state = JSON.parse(r.stdout) as typeof state;
+  } catch {
+    return false;
+  }
+  if (state.status === "stopped") return true;
+  if (typeof state.pid !== "number" || state.pid <= 0) return false;
+  const stat = await readFile(`/proc/${state.pid}/stat`, "utf8").catch(() => "");
+  const procState = stat.slice(stat.lastIndexOf(")") + 2)[0];
+  return stat === "" || procState === "Z" || procState === "X";
+}
+
+/**
+ * Every process of the sandbox (empty when the container is not running, or its sandbox has
+ * exited: a sandbox that died, killed or crashed, has no process left to stop).
+ */
 export async function sandboxProcesses(runtime: string, containerId: string): Promise<SandboxProcess[]> {
   const root = await stateRoot(runtime, containerId);
-  const r = await run("runsc", ["--root", root, "ps", containerId]);
-  if (r.code !== 0) {
-    if (/not running|does not exist|stopped/i.test(r.stderr)) return [];
-    throw new Error(`runsc ps ${containerId}: ${r.stderr.trim()}`);
+  const deadline = Date.now() + GONE_WAIT_MS;
+  let r = await run("runsc", ["--root", root, "ps", containerId]);
+  while (r.code !== 0) {
+    if (NOT_RUNNING.test(r.stderr) || (await sandboxGone(root, containerId))) return [];
+    if (Date.now() > deadline) throw new Error(`runsc ps ${containerId}: ${r.stderr.trim()}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    r = await run("runsc", ["--root", root, "ps", containerId]);
   }
   // UID PID PPID C TTY STIME TIME CMD
   const out: SandboxProcess[] = [];
