@@ -203,7 +203,9 @@ describe("a root agent confined by gVisor", () => {
     // The test's own sandbox, killed from the host as a crash of gVisor's kernel would end it.
     const { execFileSync } = await import("node:child_process");
     const state = JSON.parse(
-      execFileSync("runsc", ["--root", "/var/run/docker/runtime-runc/moby", "state", main], { encoding: "utf8" }),
+      execFileSync("runsc", ["--root", "/var/run/docker/runtime-runc/moby", "state", main], {
+        encoding: "utf8",
+      }),
     ) as { pid: number };
     process.kill(state.pid, "SIGKILL");
     const result = await rt.verify(info.id);

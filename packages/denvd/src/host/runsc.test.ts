@@ -23,7 +23,16 @@ describe("the processes of a gVisor sandbox", () => {
 
   beforeAll(() => {
     id = docker(
-      ...["run", "-d", "--runtime", "runsc", "--label", "ai.denv.managed=true", "--label", "ai.denv.test=runsc"],
+      ...[
+        "run",
+        "-d",
+        "--runtime",
+        "runsc",
+        "--label",
+        "ai.denv.managed=true",
+        "--label",
+        "ai.denv.test=runsc",
+      ],
       ...[BASE_IMAGE, "sleep", "300"],
     );
   });
