@@ -1,22 +1,10 @@
-import { randomBytes } from "node:crypto";
-import { DenvError, type HostEnvironment, type HostVerifyResult, type Version } from "@denv/spec";
-import { noPhases } from "../../runtime/phase-listener.js";
+import type { HostEnvironment, HostVerifyResult, Version } from "@denv/spec";
 import type { VerifyOptions } from "../../runtime/verify-environment.js";
-import {
-  checkSmokeVersion,
-  noVerifier,
-  refusedSubmission,
-  sandboxVerifyResult,
-} from "../../runtime/verify-results.js";
+import { type ForkSandbox, verifyOnFork } from "../fork-verify.js";
 import type { E2bEnvironmentRecord } from "./e2b-records.js";
 import type { E2bSandbox } from "./e2b-sdk.js";
 import { stopAgentProcesses } from "./sandbox-processes.js";
-import {
-  type CollectedSubmission,
-  collectSubmission,
-  gradeInSandbox,
-  type SandboxGrade,
-} from "./sandbox-verify.js";
+import { e2bOps } from "./sandbox-verify.js";
 
 /** What the E2B verify needs of its runtime: the steps of an episode. */
 export interface E2bEpisode {
@@ -36,112 +24,45 @@ export interface E2bEpisode {
 }
 
 /**
- * Protection 2 on E2B: the agent's processes killed in the episode's sandbox, an E2B snapshot of
- * it, a fork (a new sandbox from the snapshot, probed as every sandbox is), and the verifier run
- * in the fork's sandbox as its own uid, or, when it reads only files, in a sandbox of its own
- * (sandbox-verify.ts says what each isolates and what not). The result has denvd's own runtime's
- * shape; `verifier.isolation` says where the verifier ran.
+ * Protection 2 on E2B (fork-verify.ts): the agent's processes killed in the episode's sandbox, an
+ * E2B snapshot of it, a fork (a new sandbox from the snapshot, probed as every sandbox is), and
+ * the verifier run in the fork's sandbox as its own uid, or, when it reads only files, in a
+ * sandbox of its own template (sandbox-verify.ts says what each isolates and what not).
  */
 export async function verifyOnE2b(
   episode: E2bEpisode,
   envId: string,
   opts: VerifyOptions = {},
 ): Promise<HostVerifyResult> {
-  const phase = opts.onPhase ?? noPhases;
-  const { rec, sbx } = await episode.environment(envId);
-  const vplan = rec.plan.verifier;
-  if (!vplan) throw noVerifier(envId);
-  const command = opts.command ?? `verify-${randomBytes(4).toString("hex")}`;
-  const t0 = Date.now();
-  let agent: { killed: number; survivors: number } | undefined;
-  let version: Version;
-  let tStopped = t0;
-  if (opts.smokeVersion !== undefined) {
-    version = await episode.version(opts.smokeVersion);
-    checkSmokeVersion(version, rec.project);
-    phase.start("fork");
-  } else {
-    phase.start("stop agent");
-    agent = await stopAgentProcesses(sbx, rec.baseline);
-    tStopped = Date.now();
-    phase.end("stop agent", agent, "snapshot");
-    version = await episode.snapshot(envId, { command, number: opts.number });
-  }
-  const tSnap = Date.now();
-  const snapshot = {
-    version: version.id,
-    method: version.method,
-    // E2B snapshots a running sandbox: nothing of denv's is frozen while it does.
-    frozen_ms: 0,
-    total_ms: version.timings.total_ms ?? tSnap - tStopped,
-  };
-  if (agent) phase.end("snapshot", snapshot, "fork");
-  const fork = await episode.fork(version.id, { name: `verify-${randomBytes(3).toString("hex")}`, command });
-  const tForked = Date.now();
-  phase.end("fork", { environment: fork.id, services: "started" }, "probe");
-  phase.end("probe", fork.evidence.probe);
-  const episodeEvidence = {
-    ...(agent ? { agent } : {}),
-    snapshot,
-    fork: { environment: fork.id, probe: fork.evidence.probe },
-  };
-  const outcome = { version: version.id, fork: fork.id, snapshot: version };
-  let own: { sbx: E2bSandbox; template: string; release(): Promise<void> } | undefined;
-  try {
-    phase.start("run verifier");
-    const forked = await episode.environment(fork.id);
-    let grade: SandboxGrade;
-    let submission: CollectedSubmission | undefined;
-    try {
-      submission = await collectSubmission(forked.sbx, vplan.submission);
-      // A verifier that reads only files gets a sandbox of its own; one that reaches the
-      // services shares the fork's, as a uid of its own.
-      if (vplan.services === false) own = await episode.verifierSandbox(fork.id, command);
-      grade = await gradeInSandbox(own?.sbx ?? forked.sbx, {
-        verifier: vplan,
-        agentUid: own ? undefined : forked.rec.agentUid,
-        testsTar: forked.rec.testsTar,
-        submission,
-      });
-    } catch (err) {
-      if (!(err instanceof DenvError && err.code === "special_file")) throw err;
-      return refusedSubmission(err, vplan, outcome, episodeEvidence, Date.now() - t0);
-    } finally {
-      await submission?.cleanup();
-    }
-    const as = `as uid ${grade.user.uid} (${grade.user.name})`;
-    const verifier = {
-      container_id: own?.sbx.sandboxId ?? forked.rec.sandboxId,
-      image: own?.template ?? forked.rec.templateId,
-      user: vplan.user,
-      exit_code: grade.timedOut ? null : grade.exitCode,
-      timed_out: grade.timedOut,
-      duration_ms: grade.durationMs,
-      isolation: own
-        ? `e2b: a sandbox of its own ${own.sbx.sandboxId} from the verifier's template, ${as}, without internet access`
-        : `e2b: the fork's sandbox ${forked.rec.sandboxId}, ${as}; /tests and /logs/verifier are that uid's alone`,
+  const environment = async (id: string): Promise<ForkSandbox> => {
+    const { rec, sbx } = await episode.environment(id);
+    return {
+      rec,
+      image: rec.templateId,
+      ops: e2bOps(sbx),
+      stopAgent: () => stopAgentProcesses(sbx, rec.baseline),
     };
-    phase.end("run verifier", verifier, "collect");
-    phase.end("collect", { reward: grade.reward?.reward ?? null });
-    return sandboxVerifyResult({
-      grade,
-      vplan,
-      outcome,
-      episode: episodeEvidence,
-      verifier,
-      times: { t0, stopped: tStopped, snapshot: tSnap, forked: tForked, agentStopped: agent !== undefined },
-    });
-  } finally {
-    phase.start("clean up");
-    const removed: string[] = [];
-    if (own) {
-      await own.release();
-      removed.push(`verifier sandbox ${own.sbx.sandboxId}`);
-    }
-    if (!opts.keepFork) {
-      await episode.destroy(fork.id);
-      removed.push(`fork ${fork.id}`);
-    }
-    phase.end("clean up", { removed });
-  }
+  };
+  return verifyOnFork(
+    {
+      name: "e2b",
+      environment,
+      snapshot: (id, o) => episode.snapshot(id, o),
+      version: (id) => episode.version(id),
+      fork: (id, o) => episode.fork(id, o),
+      destroy: (id) => episode.destroy(id),
+      verifierSandbox: async (forkId, command) => {
+        const own = await episode.verifierSandbox(forkId, command);
+        return {
+          ops: e2bOps(own.sbx),
+          sandboxId: own.sbx.sandboxId,
+          image: own.template,
+          from: "the verifier's template",
+          release: () => own.release(),
+        };
+      },
+    },
+    envId,
+    opts,
+  );
 }

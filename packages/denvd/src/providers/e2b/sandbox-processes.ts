@@ -1,4 +1,5 @@
-import { DenvError, Protection } from "@denv/spec";
+import { DenvError } from "@denv/spec";
+import { killAllBut, listBaseline, PROCS } from "../sandbox-procs.js";
 import { PROVIDER } from "./check-plan.js";
 import { type E2bSandbox, loadE2b } from "./e2b-sdk.js";
 import { SYSTEM_PATH } from "./sandbox-user.js";
@@ -8,24 +9,6 @@ import { SYSTEM_PATH } from "./sandbox-user.js";
  * is ready (its services, E2B's own), and the stop of the agent that kills everything else
  * (protection 2's first step). Loaded with the runtime: every new sandbox takes its baseline.
  */
-
-/** PF_KTHREAD in /proc/PID/stat's flags: kernel threads are nobody's to kill. */
-const PF_KTHREAD = 0x200000;
-
-/**
- * A shell function `procs` listing every process as "pid:start time", but kernel threads, zombies
- * and the listing shell itself (its pid and its children). Start times tell a recycled pid apart.
- */
-const PROCS = `procs() {
-  for d in /proc/[0-9]*; do
-    p=\${d#/proc/}; [ "$p" = "$$" ] && continue
-    { read -r line < "$d/stat"; } 2>/dev/null || continue
-    set -- \${line##*") "}
-    [ "$1" = Z ] || [ "$2" = "$$" ] || [ "$2" = 2 ] || [ "$p" = 2 ] && continue
-    [ $(( $7 & ${PF_KTHREAD} )) -ne 0 ] && continue
-    echo "$p:\${20}"
-  done
-}`;
 
 /** A script run as root in the sandbox; its stdout, or a `docker` error naming its stderr. */
 export async function asRoot(
@@ -49,9 +32,8 @@ export async function asRoot(
  * Every process the sandbox runs now, but those the agent ran in the snapshot the sandbox was
  * made from (a fork resumes them): what is not in it later is the agent's.
  */
-export async function processBaseline(sbx: E2bSandbox, agents: readonly string[] = []): Promise<string[]> {
-  const theirs = new Set(agents);
-  return (await asRoot(sbx, `${PROCS}\nprocs`)).split("\n").filter((e) => e !== "" && !theirs.has(e));
+export function processBaseline(sbx: E2bSandbox, agents: readonly string[] = []): Promise<string[]> {
+  return listBaseline((script, env) => asRoot(sbx, script, env), agents);
 }
 
 /**
@@ -106,33 +88,10 @@ export async function whileAgentHeld<T>(
   }
 }
 
-/**
- * Protection 2, first step: kills, as root in the sandbox, every process not in the baseline, in
- * rounds until none is left (what forked between a listing and its kill is caught by the next).
- *
- * @throws DenvError `agent_survived` when processes are still there after ten rounds.
- */
-export async function stopAgentProcesses(
+/** Protection 2, first step, in an E2B sandbox (sandbox-procs.ts's killAllBut). */
+export function stopAgentProcesses(
   sbx: E2bSandbox,
   baseline: readonly string[],
 ): Promise<{ killed: number; survivors: number }> {
-  const script = `${PROCS}
-base=" $DENV_BASELINE "; killed=0; round=0
-while :; do
-  found=""; n=0
-  for e in $(procs); do
-    case "$base" in *" $e "*) continue;; esac
-    found="$found \${e%%:*}"; n=$((n + 1))
-  done
-  [ "$n" -eq 0 ] && { echo "killed $killed 0"; exit 0; }
-  [ "$round" -ge 10 ] && { echo "killed $killed $n"; exit 0; }
-  kill -9 $found 2>/dev/null
-  killed=$((killed + n)); round=$((round + 1)); sleep 0.1
-done`;
-  const out = (await asRoot(sbx, script, { DENV_BASELINE: baseline.join(" ") })).trim();
-  const m = /^killed (\d+) (\d+)$/.exec(out);
-  if (!m) throw new DenvError("docker", `${PROVIDER}: stopping the agent said '${out.slice(0, 200)}'`);
-  const survivors = Number(m[2]);
-  if (survivors > 0) throw new DenvError("agent_survived", Protection.agentSurvived(survivors));
-  return { killed: Number(m[1]), survivors };
+  return killAllBut((script, env) => asRoot(sbx, script, env), baseline, PROVIDER);
 }

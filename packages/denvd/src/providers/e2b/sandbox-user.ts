@@ -16,26 +16,18 @@ export interface SandboxUser {
   uid: number;
 }
 
-/**
- * Resolves a `user` spelling in the sandbox as the engine would in a container: numbers in any
- * spelling, names through the sandbox's /etc/passwd (read by envd as root, denvd's own read, never
- * as the agent). E2B runs commands and file calls as a named user, so a uid without a passwd entry
- * is refused, and so is a group (E2B gives a user its own groups).
- *
- * @throws DenvError `invalid_request` for a group, or a user the passwd lacks.
- */
-export async function resolveSandboxUser(sbx: E2bSandbox, user: string): Promise<SandboxUser> {
-  return lookupUser(await readPasswd(sbx), user);
-}
-
 /** The sandbox's /etc/passwd, read by envd as root (denvd's own read, never as the agent). */
 export function readPasswd(sbx: E2bSandbox): Promise<string> {
   return sbx.files.read("/etc/passwd", { user: "root" });
 }
 
 /**
- * resolveSandboxUser on a passwd already read (one read for several users), for a provider that
- * runs a call as a named user with that user's own groups (E2B's, Prime's).
+ * Resolves a `user` spelling in the sandbox as the engine would in a container: numbers in any
+ * spelling, names through the sandbox's /etc/passwd (read by denvd's own means, never as the
+ * agent). E2B and Prime run a call as a named user with that user's own groups, so a uid without
+ * a passwd entry is refused, and so is a group.
+ *
+ * @throws DenvError `invalid_request` for a group, or a user the passwd lacks.
  */
 export function lookupUser(passwd: string, user: string, provider = PROVIDER): SandboxUser {
   const spec = parseUser(user);
@@ -75,6 +67,21 @@ export async function agentPrincipal(
   agent: SandboxUser,
   verifierUid?: number,
 ): Promise<SandboxUser> {
+  return principalFor(() => readPasswd(sbx), plan, ask, agent, verifierUid);
+}
+
+/**
+ * agentPrincipal for any provider that runs a call as a named user: `passwd` reads the sandbox's
+ * /etc/passwd by denvd's own means (asked only when a user is named).
+ */
+export async function principalFor(
+  passwd: () => Promise<string>,
+  plan: Plan,
+  ask: { service?: string | undefined; user?: string | undefined },
+  agent: SandboxUser,
+  verifierUid: number | undefined,
+  provider = PROVIDER,
+): Promise<SandboxUser> {
   const service = ask.service ?? plan.agent.service;
   if (service !== plan.agent.service) {
     throw new DenvError(
@@ -87,7 +94,7 @@ export async function agentPrincipal(
       ? agent
       : isRootUser(ask.user)
         ? { name: "root", uid: 0 }
-        : await resolveSandboxUser(sbx, ask.user);
+        : lookupUser(await passwd(), ask.user, provider);
   if (user.uid === 0 && plan.kind === "rl-environment") {
     throw new DenvError("agent_root", Protection.agentRoot(service));
   }

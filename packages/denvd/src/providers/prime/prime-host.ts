@@ -14,8 +14,16 @@ export interface PrimeHost {
   readonly inFlight: Set<string>;
   /** Listeners the egress probe connects to from inside each sandbox (protection 5). */
   readonly canaries: readonly EgressCanary[];
+  /** Each sandbox's `timeout_minutes` (default MAX_TIMEOUT_MINUTES): Prime deletes it then. */
+  readonly timeoutMinutes?: number;
   log(line: string): void;
 }
+
+/**
+ * The longest life Prime gives a sandbox (POST /sandbox's `timeout_minutes`, 1 to 1440): its API
+ * has no route that extends a running one, so denv asks for all of it.
+ */
+export const MAX_TIMEOUT_MINUTES = 1440;
 
 /** Prime's errors as denv's: a missing sandbox, a refused key, or Prime failing (502). */
 export async function provider<T>(fn: () => Promise<T>): Promise<T> {

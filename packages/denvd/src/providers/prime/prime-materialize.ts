@@ -2,9 +2,16 @@ import { DenvError, type EgressProbe, labelsFor, type Plan, Protection, Provider
 import type { PhaseListener } from "../../runtime/phase-listener.js";
 import { startCommands } from "../e2b/build-template.js";
 import { probeFromInside } from "../e2b/egress-probe.js";
-import { lookupUser, refuseEscalation, refuseWritableSystem, type SandboxUser } from "../e2b/sandbox-user.js";
+import {
+  lookupUser,
+  refuseEscalation,
+  refuseWritableSystem,
+  type SandboxUser,
+  SYSTEM_PATH,
+} from "../e2b/sandbox-user.js";
+import { type AsRoot, listBaseline } from "../sandbox-procs.js";
 import { waitHealthyWith } from "../service-health.js";
-import { PROVIDER, type PrimeHost, provider } from "./prime-host.js";
+import { MAX_TIMEOUT_MINUTES, PROVIDER, type PrimeHost, provider } from "./prime-host.js";
 import type { PrimeEnvironmentRecord, PrimeVersionRecord } from "./prime-records.js";
 
 /** What an environment is before it has a sandbox. */
@@ -77,6 +84,7 @@ export async function createEnvironment(
           }),
         ),
         networkAccess,
+        timeoutMinutes: host.timeoutMinutes ?? MAX_TIMEOUT_MINUTES,
         idempotencyKey: command,
       }),
     );
@@ -102,6 +110,8 @@ export async function createEnvironment(
     phase.end("start", { containers: { [service.name]: id } });
     const healthStart = Date.now();
     await waitHealthy(host, id, service);
+    // What runs now is the service's and Prime's: whatever is not, later, is the agent's.
+    const baseline = await provider(() => listBaseline(asRoot(host, id)));
     const probeStart = Date.now();
     let probe: EgressProbe | { skipped: string };
     if (networkAccess) probe = { skipped: "egress is allowed (a service project)" };
@@ -133,6 +143,7 @@ export async function createEnvironment(
         total_ms: done - started,
       },
       probe,
+      baseline,
       createdAt: new Date(started).toISOString(),
     };
     await host.records.putEnvironment(rec);
@@ -156,6 +167,25 @@ export function runAs(host: PrimeHost, sandboxId: string, user: string): (script
     (
       await provider(() => host.api.runCommand(sandboxId, ["/bin/sh", "-c", script], { user, cwd: "/" }))
     ).stdout.toString("utf8");
+}
+
+/**
+ * A script run as root inside the sandbox with SYSTEM_PATH (none of it the agent's to write): its
+ * stdout; a failure is a `docker` error with its stderr.
+ */
+export function asRoot(host: PrimeHost, sandboxId: string): AsRoot {
+  return async (script, env) => {
+    const r = await provider(() =>
+      host.api.runCommand(sandboxId, ["/bin/sh", "-c", `export PATH=${SYSTEM_PATH}; ${script}`], {
+        user: "root",
+        cwd: "/",
+        ...(env ? { env } : {}),
+      }),
+    );
+    if (r.exitCode !== 0)
+      throw new DenvError("docker", `${PROVIDER}: ${r.stderr.toString().trim() || `exit ${r.exitCode}`}`);
+    return r.stdout.toString("utf8");
+  };
 }
 
 /**

@@ -23,6 +23,8 @@ export interface PrimeEnvironmentRecord {
   parentVersion?: string;
   timings: { create_ms: number; start_ms: number; health_ms: number; probe_ms: number; total_ms: number };
   probe: EgressProbe | { skipped: string };
+  /** Every process of the sandbox when it became ready ("pid:start time"): not the agent's. */
+  baseline: string[];
   testsTar?: string;
   createdAt: string;
 }
