@@ -7,7 +7,7 @@ import {
   type ProviderSnapshot,
   settleCommand,
 } from "../sandbox-cleanup.js";
-import type { PrimeSandbox } from "./prime-api.js";
+import { PrimeApiError, type PrimeSandbox } from "./prime-api.js";
 import { type PrimeHost, provider } from "./prime-host.js";
 import { primeLabels } from "./prime-materialize.js";
 import type { PrimeEnvironmentRecord, PrimeVersionRecord } from "./prime-records.js";
@@ -37,6 +37,26 @@ export async function deleteSandbox(host: PrimeHost, id: string): Promise<void> 
   await provider(() => host.api.deleteSandbox(id)).catch((e: unknown) => {
     if (!(e instanceof DenvError && e.code === "not_found")) throw e;
   });
+}
+
+/**
+ * Deletes a version's checkpoint; one Prime no longer has is what was asked. Prime refuses (409)
+ * to delete the newest checkpoint of a running sandbox, the one it restores the sandbox's chain
+ * from: that one is kept ("kept"), and gc deletes it once a later checkpoint replaces it or its
+ * sandbox is gone, as no version records it then.
+ */
+export async function deleteCheckpoint(host: PrimeHost, id: string): Promise<"deleted" | "kept"> {
+  try {
+    await host.api.deleteCheckpoint(id);
+    return "deleted";
+  } catch (e) {
+    if (e instanceof PrimeApiError && e.status === 404) return "deleted";
+    if (e instanceof PrimeApiError && e.status === 409) {
+      host.log(`checkpoint ${id} kept while it is its running sandbox's newest: gc deletes it later`);
+      return "kept";
+    }
+    return provider(() => Promise.reject(e));
+  }
 }
 
 /**

@@ -24,7 +24,13 @@ import type { EgressCanary } from "../e2b/egress-probe.js";
 import { principalFor, type SandboxUser } from "../e2b/sandbox-user.js";
 import { SandboxRuntime } from "../sandbox-runtime.js";
 import { PrimeApi, type PrimeApiOptions } from "./prime-api.js";
-import { gc as collectGarbage, deleteSandbox, releaseAll, settle as settleCommand } from "./prime-cleanup.js";
+import {
+  gc as collectGarbage,
+  deleteCheckpoint,
+  deleteSandbox,
+  releaseAll,
+  settle as settleCommand,
+} from "./prime-cleanup.js";
 import { MAX_TIMEOUT_MINUTES, PROVIDER, type PrimeHost, provider } from "./prime-host.js";
 import {
   createEnvironment,
@@ -266,12 +272,13 @@ export class PrimeRuntime
     });
   }
 
-  /** The version's checkpoint deleted at Prime (one already gone is what was asked), then its record. */
+  /**
+   * The version's checkpoint deleted at Prime (or, while it is its running sandbox's newest, left
+   * for gc: prime-cleanup.ts), then its record.
+   */
   async deleteVersion(versionId: string): Promise<void> {
     const v = await this.requireVersion(versionId);
-    await provider(() => this.host.api.deleteCheckpoint(v.checkpointId)).catch((e: unknown) => {
-      if (!(e instanceof DenvError && e.code === "not_found")) throw e;
-    });
+    await deleteCheckpoint(this.host, v.checkpointId);
     await this.host.records.deleteVersion(v.id);
   }
 
