@@ -72,7 +72,7 @@ export const DenvdConfig = z.object({
    * are the provider's sandboxes, through the provider's runtime. Unset: denv's own runtime on this
    * machine's Docker engine.
    */
-  provider: z.enum(["e2b", "daytona"]).optional(),
+  provider: z.enum(["e2b", "daytona", "prime"]).optional(),
   /** The provider's API (DENVD_PROVIDER_API_URL, --provider-api-url); default: its SDK's. */
   providerApiUrl: z.url({ protocol: /^https?$/, error: "must be an http:// or https:// URL" }).optional(),
   /** Where the provider's SDK reaches each sandbox (DENVD_PROVIDER_SANDBOX_URL); default: its SDK's. */

@@ -111,12 +111,14 @@ export const TARGET_KINDS: Record<TargetKindName, TargetKindSpec> = {
   },
   prime: {
     family: "hosted",
-    available: false,
-    // Planned, from Prime's sandbox API (packages/denvd/src/providers/prime: its client, exec and
-    // files verbs, and its double): one sandbox per environment from an image built by Prime's image
-    // API; a version is a checkpoint (the root filesystem), a fork a sandbox restored from it;
-    // egress is an empty network allowlist; commands run as any user of the image. No pause, no
-    // tunnels; several services (Prime's private networks) later.
+    available: true,
+    // A bridge (denvd --provider prime): one sandbox per environment from an image Prime's image
+    // API builds of its one service; commands and files run as any user of the image (Prime's
+    // command sessions take a user), the agent's resolved through the passwd; a version is a
+    // Prime checkpoint (the root filesystem, no processes), a fork a sandbox restored from it,
+    // its service started anew. No pause (Prime has none), no tunnels, one service (Prime's
+    // private networks later). Egress control is an empty network allowlist, probed from inside
+    // each sandbox; the evidence names Prime.
     capabilities: { ...DENVD, multi_service: false, pause: false, port_tunnels: false },
     enforcedBy: "prime",
   },
@@ -280,7 +282,9 @@ export const TARGET_SETTINGS: Record<TargetKindName, KindSettings> = {
     ],
   },
   prime: {
-    settings: { base_url: url("https://api.primeintellect.ai") },
+    // base_url: Prime's, as its SDK's PRIME_API_BASE_URL (the API is under its /api/v1).
+    // canaries: as e2b's.
+    settings: { base_url: url("https://api.primeintellect.ai"), canaries: listens },
     credentials: [{ name: "api_key", env: "PRIME_API_KEY" }],
   },
 };
@@ -305,7 +309,7 @@ export const TargetMessages = {
     `target ${target} has ${count} host(s) or machine(s): remove them first (denv hosts rm), or remove the target with --force, which deletes a provisioned target's machines`,
   localTarget: "the local target cannot be removed: denv up joins this machine's denvd to it",
   notProvisioned: (target: string, kind: string) =>
-    `target ${target} is of kind ${kind}, which has no machines: only provisioned kinds (hetzner, aws) and hosted ones (e2b, daytona: their bridge) do`,
+    `target ${target} is of kind ${kind}, which has no machines: only provisioned kinds (hetzner, aws) and hosted ones (e2b, daytona, prime: their bridge) do`,
   /** Placement on a provisioned target with no host that takes the environment yet. */
   machineStarting: (target: string, machine: string) =>
     `no host in target '${target}' takes this environment yet: machine ${machine} is being created for it and joins when it has booted; deploy again once denv targets machines ${target} shows it joined`,

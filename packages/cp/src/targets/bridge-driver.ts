@@ -16,7 +16,7 @@ import {
 } from "./provisioned-driver.js";
 
 /** The hosted kinds denvd bridges to, with the provider's name. */
-export const BRIDGE_PROVIDERS = { e2b: "E2B", daytona: "Daytona" } as const;
+export const BRIDGE_PROVIDERS = { e2b: "E2B", daytona: "Daytona", prime: "Prime" } as const;
 export type BridgeKind = keyof typeof BRIDGE_PROVIDERS;
 
 /**

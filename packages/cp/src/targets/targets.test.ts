@@ -84,7 +84,7 @@ describe("targets", () => {
     const available = r.body.kinds
       .filter((k: { available: boolean }) => k.available)
       .map((k: { kind: string }) => k.kind);
-    expect(available).toEqual(["hosts", "hetzner", "aws", "e2b", "daytona"]);
+    expect(available).toEqual(["hosts", "hetzner", "aws", "e2b", "daytona", "prime"]);
   });
 
   it("bad settings and credentials are refused with one line naming them, and nothing is created", async () => {

@@ -6,7 +6,7 @@ import type { Output } from "./output.js";
 import { openProvider } from "./run.js";
 
 /**
- * `denvd release --provider e2b|daytona`: a bridge whose target is removed gives back everything it holds
+ * `denvd release --provider e2b|daytona|prime`: a bridge whose target is removed gives back everything it holds
  * at its provider (every sandbox, snapshot and template it made, found through its own records
  * and the provider's metadata), so that nothing is left running or stored in the user's account.
  * Run by the control plane after it stopped the bridge, on the bridge's state; the records go

@@ -74,6 +74,20 @@ export async function openProvider(
   log: (line: string) => void,
 ): Promise<HostRuntime & { release(): Promise<{ removed: string[] }> }> {
   const egressCanaries = config.providerCanaries.flatMap((c) => parseListen(c) ?? []);
+  if (config.provider === "prime") {
+    const { PrimeRuntime } = await import("../providers/prime/prime-runtime.js");
+    return PrimeRuntime.open({
+      hostId,
+      stateDir: config.stateDir,
+      connection: {
+        apiKey: config.providerApiKey as string,
+        // The provider's API URL is Prime's base, as its SDK's PRIME_API_BASE_URL; the API is under /api/v1.
+        ...(config.providerApiUrl ? { baseUrl: `${config.providerApiUrl.replace(/\/+$/, "")}/api/v1` } : {}),
+      },
+      egressCanaries,
+      log,
+    });
+  }
   if (config.provider === "daytona") {
     const { DaytonaRuntime } = await import("../providers/daytona/daytona-runtime.js");
     return DaytonaRuntime.open({

@@ -73,7 +73,7 @@ export const DenvdMessages = {
     `refused: --provider ${provider} needs the API key of your ${provider} account in DENVD_PROVIDER_API_KEY (never a flag: flags show in the process list)`,
   /** `denvd release` on a host that bridges to no provider. */
   releaseNeedsProvider: () =>
-    "refused: release is for a bridge (--provider e2b or daytona): it removes what the bridge holds at its provider; a host of denv's own runtime has its environments destroyed through the control plane",
+    "refused: release is for a bridge (--provider e2b, daytona or prime): it removes what the bridge holds at its provider; a host of denv's own runtime has its environments destroyed through the control plane",
   insecureUrl: (url: string) =>
     `refused: ${url} is plain http:// to a machine other than this one, so the join token and the host credential would cross the network unencrypted; use https://, or pass --insecure (DENVD_INSECURE=1) to accept it`,
 } as const;
