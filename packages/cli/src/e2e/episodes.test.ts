@@ -22,10 +22,12 @@ const POOL = 2;
  *
  * Why 4 and not 50 at once: the cores are the limit from 1 in flight on (an episode alone takes
  * 4.2 s, 3.2 s of it the verify), and a running quickstart costs CPU by itself (Docker runs its
- * two healthchecks every second, a python3 and a redis-cli exec), so the more episodes live at
- * once, the longer each lives and the more of the machine goes to healthchecks: the 50 took
- * 173 s at 4 in flight, about 220 s at 8, 273 s at 12, and at 50 at once (with the placement
- * ratios raised so that they fit) services were not all healthy within the host's 120 s. At 4
+ * two healthchecks, a python3 and a redis-cli exec, every interval: about 0.1 s of CPU each), so
+ * the more episodes live at once, the longer each lives and the more of the machine goes to
+ * healthchecks. With the checks every second the 50 took 173 s at 4 in flight, about 220 s at 8,
+ * 273 s at 12, and at 50 at once (with the placement ratios raised so that they fit) services
+ * were not all healthy within the host's 120 s; with the quickstart's interval at 10 s (denvd
+ * checks a starting service itself), 122 s at 4. At 4
  * a pool of 2 keeps up with some claims and not others, so both paths run. Getting this to pass
  * found two faults: the snapshot's freeze collided with Docker's healthcheck execs (freeze.ts),
  * and starting services polled their checks back to back (wait-healthy.ts).
