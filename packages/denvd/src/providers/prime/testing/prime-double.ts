@@ -19,11 +19,14 @@ export interface PrimeDouble {
   close(): Promise<void>;
 }
 
-export async function startPrimeDouble(o: { images?: Record<string, string> } = {}): Promise<PrimeDouble> {
+export async function startPrimeDouble(
+  o: { images?: Record<string, string>; buildNetwork?: "none" | "default" } = {},
+): Promise<PrimeDouble> {
   const apiKey = `pit_${randomBytes(20).toString("hex")}`;
   const server = new PrimeServer({
     apiKey,
     images: { "debian:bookworm-slim": "debian:bookworm-slim", ...o.images },
+    ...(o.buildNetwork ? { buildNetwork: o.buildNetwork } : {}),
   });
   try {
     await server.start();

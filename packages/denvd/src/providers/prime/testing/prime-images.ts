@@ -38,6 +38,8 @@ export interface ImageEnv {
   userId: string;
   /** The presigned-style URL a build's context is PUT to. */
   uploadUrl(buildId: string, token: string): string;
+  /** The network RUN steps get: "none" (reach nothing), or "default" (the engine's, as Prime's builder). */
+  buildNetwork: "none" | "default";
 }
 
 /** How long an upload URL takes the context (Prime answers `expires_in` in seconds). */
@@ -58,8 +60,9 @@ function now(): string {
  * id and an upload URL; the context (a tar.gz) is PUT there as application/octet-stream, as to
  * the real presigned storage URL; POST /images/build/{id}/start builds it, PENDING → BUILDING →
  * COMPLETED or FAILED (with the builder's last lines); `<user id>/<name>:<tag>` (or
- * `team-<team id>/…`) then starts sandboxes. Builds run `docker build` on the local engine with
- * no network and never pull: every FROM must be on the engine already (or an earlier stage).
+ * `team-<team id>/…`) then starts sandboxes. Builds run `docker build` on the local engine, with
+ * no network unless the double was started with `buildNetwork: "default"` (a Dockerfile that
+ * installs packages), and never pull: every FROM must be on the engine already (or an earlier stage).
  */
 export class Images {
   readonly builds = new Map<string, ImageBuild>();
@@ -154,8 +157,8 @@ export class Images {
           tag,
           dockerfile: b.dockerfilePath,
           args: {},
-          // RUN steps reach nothing: a test's traffic stays on this machine.
-          network: "none",
+          // RUN steps reach nothing unless asked: a test's traffic stays on this machine.
+          network: this.env.buildNetwork,
           labels: { ...this.env.docker.labels, "ai.denv.prime.build": b.id },
         },
         (line) => lines.push(...line.split("\n").filter((l) => l.trim() !== "")),

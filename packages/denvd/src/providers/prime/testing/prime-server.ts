@@ -36,6 +36,8 @@ export interface PrimeServerOptions {
   apiKey: string;
   /** `docker_image` names → images already on the local engine (besides those the image API builds). */
   images: Record<string, string>;
+  /** The network image builds' RUN steps get (default "none": they reach nothing). */
+  buildNetwork?: "none" | "default";
 }
 
 type Body = Record<string, unknown>;
@@ -64,6 +66,7 @@ export class PrimeServer {
       serverId: this.id,
       userId: this.userId,
       uploadUrl: (build, token) => `${this.url}/uploads/builds/${build}?${new URLSearchParams({ token })}`,
+      buildNetwork: options.buildNetwork ?? "none",
     });
     this.sandboxes = new Sandboxes({
       docker: this.docker,
