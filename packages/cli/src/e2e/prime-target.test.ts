@@ -63,11 +63,7 @@ it("how-to/connect-a-target.md's prime block runs as written: the bridge joins, 
     if (line.startsWith("denv deploy")) expect(liveSandboxes()).toBe(1);
     if (line.startsWith("denv env stop")) {
       expect(r.stderr).toContain(
-        ProviderMessages.unsupportedVerb(
-          "Prime",
-          "stop",
-          "Prime has no pause: a sandbox runs until it is deleted or its timeout passes",
-        ),
+        ProviderMessages.unsupportedVerb("Prime", "stop", ProviderMessages.noPause("Prime")),
       );
     }
     if (i === 1) {

@@ -12,6 +12,9 @@ export const ProviderMessages = {
   /** A verb the provider runtime does not do (yet). */
   unsupportedVerb: (provider: string, verb: string, why: string) =>
     `refused: ${verb} is not available on a host bridging to ${provider} (${why}); use a host of a hosts or provisioned target`,
+  /** Why env stop and start are refused on a provider without a pause (unsupportedVerb's `why`). */
+  noPause: (provider: string) =>
+    `${provider} has no pause: a sandbox runs until it is deleted or its timeout passes`,
   /** An exec or files option the provider's API has no way to honour. */
   unsupportedOption: (provider: string, option: string, why: string) =>
     `refused: ${option} is not available on ${provider} sandboxes (${why})`,

@@ -1,10 +1,11 @@
 import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { buffer } from "node:stream/consumers";
-import { DenvError, Protection, ProviderMessages, SpecialFileReasons } from "@denv/spec";
+import { DenvError, EgressFindings, Protection, ProviderMessages, SpecialFileReasons } from "@denv/spec";
 import { Labels } from "@denv/spec/labels";
 import tar from "tar-stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -27,6 +28,10 @@ let double: PrimeDouble;
 let api: PrimeApi;
 let rt: PrimeRuntime;
 let dir: string;
+/** A listener on the gateway of the double's open network: a sandbox with egress reaches it. */
+let canary: Server;
+let gateway = "";
+let hits = 0;
 /** shop@v1's checkpoint, kept at its deleteVersion as its sandbox's newest. */
 let tipDeleted = "";
 
@@ -95,15 +100,29 @@ const containers = (label: string) => docker("ps", "-a", "-q", "--filter", `labe
 
 const sh = (shell: string, env = ENV) => rt.exec(env, { shell });
 
+const gatewayCanary = () => ({ host: gateway, port: (canary.address() as { port: number }).port });
+
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "denv-prime-runtime-"));
   double = await startPrimeDouble();
   api = new PrimeApi(double.connection);
+  [gateway = ""] = docker(
+    "network",
+    "inspect",
+    `denv-prime-${double.server.id}-open`,
+    "--format",
+    "{{(index .IPAM.Config 0).Gateway}}",
+  );
+  canary = createServer((c) => {
+    hits += 1;
+    c.destroy();
+  });
+  await new Promise<void>((r) => canary.listen(0, gateway, r));
   rt = await PrimeRuntime.open({
     hostId: HOST,
     stateDir: join(dir, "state"),
     connection: double.connection,
-    egressCanaries: [double.canary],
+    egressCanaries: [double.canary, gatewayCanary()],
   });
   await rt.deploy({ project: "shop", projectDir: await project("shop", SHOP), command: "cmd-deploy-1" });
 }, 120_000);
@@ -111,6 +130,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await rt?.release().catch(() => undefined);
   await rt?.close();
+  await new Promise<void>((r) => (canary ? canary.close(() => r()) : r()));
   await double?.close();
   await rm(dir, { recursive: true, force: true });
   expect(double?.leftovers(), "what the test made at the double").toEqual([]);
@@ -122,6 +142,7 @@ describe("PrimeRuntime on the Prime double", { timeout: 60_000 }, () => {
     expect(env?.id).toBe(ENV);
     expect(env?.evidence.probe).toMatchObject({ ok: true, findings: [] });
     expect(double.canary.hits()).toBe(0);
+    expect(hits).toBe(0);
     const sbx = await api.getSandbox(env?.services[0]?.container_id ?? "");
     expect(sbx.labels).toEqual(
       expect.arrayContaining(
@@ -244,7 +265,7 @@ describe("PrimeRuntime on the Prime double", { timeout: 60_000 }, () => {
   });
 
   it("refuses stop and start (Prime has no pause), and a file of several services before anything is made", async () => {
-    const noPause = "Prime has no pause: a sandbox runs until it is deleted or its timeout passes";
+    const noPause = ProviderMessages.noPause("Prime");
     expect((await refusal(rt.stop(ENV))).message).toBe(
       ProviderMessages.unsupportedVerb("Prime", "stop", noPause),
     );
@@ -262,6 +283,33 @@ describe("PrimeRuntime on the Prime double", { timeout: 60_000 }, () => {
     );
     expect(double.server.sandboxes.all.size).toBe(sandboxes);
     expect(double.server.images.builds.size).toBe(builds);
+  });
+
+  it("the egress probe is not blind: a sandbox Prime lets out reaches the gateway's canary and fails it", async () => {
+    const { probeEgress } = await import("./prime-materialize.js");
+    const [env] = (await rt.list()).environments;
+    const open = await api.createSandbox({ name: "open", dockerImage: env?.services[0]?.image ?? "" });
+    try {
+      await api.waitRunning(open.id);
+      const probe = await probeEgress(
+        {
+          hostId: HOST,
+          api,
+          records: undefined as never,
+          inFlight: new Set(),
+          canaries: [gatewayCanary()],
+          log: () => undefined,
+        },
+        open.id,
+        { name: "agent", uid: 1000 },
+        "main",
+      );
+      expect(probe.ok).toBe(false);
+      expect(probe.findings).toContain(EgressFindings.hostReachable("main"));
+      expect(hits).toBeGreaterThan(0);
+    } finally {
+      await api.deleteSandbox(open.id);
+    }
   });
 
   it("gc deletes a labelled sandbox no record owns and the checkpoints no version records; settle rolls back a crashed deploy; release gives back everything", async () => {

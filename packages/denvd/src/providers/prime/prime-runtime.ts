@@ -319,11 +319,17 @@ export class PrimeRuntime
   }
 
   async stop(_envId: string): Promise<HostEnvironment> {
-    throw new DenvError("conflict", ProviderMessages.unsupportedVerb(PROVIDER, "stop", NO_PAUSE));
+    throw new DenvError(
+      "conflict",
+      ProviderMessages.unsupportedVerb(PROVIDER, "stop", ProviderMessages.noPause(PROVIDER)),
+    );
   }
 
   async start(_envId: string): Promise<HostEnvironment> {
-    throw new DenvError("conflict", ProviderMessages.unsupportedVerb(PROVIDER, "start", NO_PAUSE));
+    throw new DenvError(
+      "conflict",
+      ProviderMessages.unsupportedVerb(PROVIDER, "start", ProviderMessages.noPause(PROVIDER)),
+    );
   }
 
   // ---------------------------------------------------------------- what the host holds
@@ -380,6 +386,3 @@ export class PrimeRuntime
     return { rec, user };
   }
 }
-
-/** Why stop and start are refused. */
-const NO_PAUSE = "Prime has no pause: a sandbox runs until it is deleted or its timeout passes";

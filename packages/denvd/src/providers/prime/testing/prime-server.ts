@@ -16,7 +16,7 @@ import { Sandboxes } from "./prime-sandboxes.js";
  * containers of the images named in `images` (docker_image → local image; never pulled) or of
  * images built through the image API (prime-images.ts; the context is PUT to
  * /uploads/builds/{id} on this listener, as to Prime's presigned URL). One created with an empty
- * `network_allowlist` (or set so by PUT egress-policy) sits on a Docker `internal` network and
+ * `network_allowlist` (or set so by PUT egress-policy) has no network (Docker's `none`) and
  * reaches nothing. Everything it makes in Docker carries LABELS plus `ai.denv.prime.server=<id>`;
  * close() removes all of it.
  *
@@ -86,7 +86,9 @@ export class PrimeServer {
 
   async start(): Promise<this> {
     this.networks.open = await this.docker.createNetwork(`denv-prime-${this.id}-open`, false);
-    this.networks.internal = await this.docker.createNetwork(`denv-prime-${this.id}-internal`, true);
+    // Not an `internal` network: a container on one still reaches the host's own addresses (the
+    // engine filters forwarding only), where an egress canary listens; "none" reaches nothing.
+    this.networks.internal = "none";
     this.url = await this.listen((req, res, body) => this.handle(req, res, body));
     this.gateway.url = await this.listen((req, res, body) => this.gateway.handle(req, res, body));
     return this;
