@@ -15,6 +15,9 @@ export const ProviderMessages = {
   /** Why env stop and start are refused on a provider without a pause (unsupportedVerb's `why`). */
   noPause: (provider: string) =>
     `${provider} has no pause: a sandbox runs until it is deleted or its timeout passes`,
+  /** A Dockerfile step the provider's image API cannot build (nothing was built). */
+  unbuildableStep: (provider: string, service: string, step: string, why: string) =>
+    `refused: the Dockerfile of service '${service}' has ${step}, which ${provider}'s image API cannot build (${why}); change the Dockerfile or deploy on a hosts target`,
   /** An exec or files option the provider's API has no way to honour. */
   unsupportedOption: (provider: string, option: string, why: string) =>
     `refused: ${option} is not available on ${provider} sandboxes (${why})`,

@@ -19,13 +19,16 @@ export interface ModalDouble {
   close(): Promise<void>;
 }
 
-export async function startModalDouble(o: { images?: Record<string, string> } = {}): Promise<ModalDouble> {
+export async function startModalDouble(
+  o: { images?: Record<string, string>; buildNetwork?: "none" | "default" } = {},
+): Promise<ModalDouble> {
   const tokenId = `ak-${randomBytes(10).toString("hex")}`;
   const tokenSecret = `as-${randomBytes(10).toString("hex")}`;
   const server = new ModalServer({
     tokenId,
     tokenSecret,
     images: { "debian:bookworm-slim": "debian:bookworm-slim", ...o.images },
+    ...(o.buildNetwork ? { buildNetwork: o.buildNetwork } : {}),
   });
   try {
     await server.start();

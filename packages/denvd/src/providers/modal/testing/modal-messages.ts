@@ -46,8 +46,22 @@ const CONTROL = methods({
     { secretId: [1, "string"] },
   ],
   ImageGetOrCreate: [
-    { image: [2, { dockerfileCommands: [6, "string", "repeated"] }] },
+    {
+      image: [
+        2,
+        {
+          baseImages: [5, { imageId: [1, "string"], dockerTag: [2, "string"] }, "repeated"],
+          dockerfileCommands: [6, "string", "repeated"],
+        },
+      ],
+      appId: [4, "string"],
+      forceBuild: [7, "bool"],
+    },
     { imageId: [1, "string"], result: [2, GenericResult] },
+  ],
+  ImageJoinStreaming: [
+    { imageId: [1, "string"], timeout: [2, "float"], lastEntryId: [3, "string"] },
+    { result: [1, GenericResult], entryId: [3, "string"], eof: [4, "bool"] },
   ],
   ImageFromId: [{ imageId: [1, "string"] }, { imageId: [1, "string"] }],
   SandboxCreate: [

@@ -23,7 +23,8 @@ import type { Msg } from "./modal-wire.js";
  * URL must say https, and the SDK then dials it in plaintext because the server URL is loopback).
  *
  * Served: AuthTokenGet, EnvironmentGetOrCreate, AppGetOrCreate, SecretGetOrCreate (env dicts),
- * ImageGetOrCreate (`FROM <allowed name>` only: no builds, never pulled), ImageFromId,
+ * ImageGetOrCreate and ImageJoinStreaming (registry names mapped to local images, never pulled;
+ * Dockerfile commands built on the local engine, see modal-images.ts), ImageFromId,
  * SandboxCreate/GetTaskId/Wait/Terminate/List/TagsGet/TagsSet (and their V2 twins: V2 is the
  * SDK's default; V1 when MODAL_SANDBOX_V2=false), Task/SandboxGetCommandRouterAccess; on
  * the router TaskExecStart/StdioRead/StdinWrite/StdinWriteStream/StdinStatus/Poll/Wait (the file
@@ -38,6 +39,8 @@ export interface ModalServerOptions {
   tokenSecret: string;
   /** The registry names images may come from → images already on the local engine. */
   images: Record<string, string>;
+  /** The network a build's RUN steps get: "none" (reach nothing, the default) or the engine's. */
+  buildNetwork?: "none" | "default";
 }
 
 export class ModalServer {
@@ -58,7 +61,12 @@ export class ModalServer {
 
   constructor(private readonly options: ModalServerOptions) {
     this.docker = new DoubleDocker("Modal", { ...LABELS, "ai.denv.modal.server": this.id });
-    this.images = new ModalImages(this.docker, options.images, `denv-modal-${this.id}`);
+    this.images = new ModalImages(
+      this.docker,
+      options.images,
+      `denv-modal-${this.id}`,
+      options.buildNetwork ?? "none",
+    );
     this.sandboxes = new ModalSandboxes(this.docker, this.id, this.networks, (i) => this.images.ref(i));
     this.execs = new ModalExecs(this.docker, (t) => this.sandboxes.containerOf(t));
     this.routerJwt = jwt();
@@ -75,7 +83,7 @@ export class ModalServer {
     const { sandboxes: sb, images, execs } = this;
     server
       .with(this.authorize((c) => this.tokenOk(c)))
-      .add(serviceDefinition("modal.client.ModalClient", MODAL_CLIENT), {
+      .add(serviceDefinition("modal.client.ModalClient", MODAL_CLIENT, { server: ["ImageJoinStreaming"] }), {
         AuthTokenGet: async () => ({ token: jwt() }),
         EnvironmentGetOrCreate: async (r: Msg) => ({
           environmentId: "en-double",
@@ -91,6 +99,7 @@ export class ModalServer {
           return { secretId };
         },
         ImageGetOrCreate: async (r: Msg) => images.getOrCreate(r),
+        ImageJoinStreaming: (r: Msg, c: CallContext) => images.join(r, c.signal),
         ImageFromId: async (r: Msg) => ({ imageId: images.get(r.imageId) }),
         SandboxCreate: async (r: Msg) => {
           const env = Object.assign(
@@ -160,6 +169,7 @@ export class ModalServer {
   async close(): Promise<void> {
     await this.server?.forceShutdown();
     try {
+      await this.images.settle();
       await this.sandboxes.closeAll();
     } finally {
       await this.docker.removeAll();
