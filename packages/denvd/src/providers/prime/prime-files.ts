@@ -1,10 +1,9 @@
 import { createReadStream } from "node:fs";
 import { readFile } from "node:fs/promises";
-import { posix } from "node:path";
 import type { Readable } from "node:stream";
-import { DenvError } from "@denv/spec";
-import { DEFAULT_LIMITS, type GuardedArchive, guardTar } from "../../files/tar-guard.js";
+import { type GuardedArchive, guardTar } from "../../files/tar-guard.js";
 import { Capped } from "../e2b/sandbox-exec.js";
+import { checkAbsolute, filesError, MAX_PACKED, tarArgv, tooBigError, untarArgv } from "../sandbox-tar.js";
 import type { PrimeApi } from "./prime-api.js";
 
 /**
@@ -17,24 +16,6 @@ import type { PrimeApi } from "./prime-api.js";
  * what it packs is checked here.
  */
 
-/** Bytes a packed download may hold beyond the check's content limit (tar's headers and padding). */
-const TAR_OVERHEAD = 64 * 1024 ** 2;
-
-function checkAbsolute(path: string): string {
-  if (!path.startsWith("/")) throw new DenvError("invalid_request", `path '${path}' must be absolute`);
-  return posix.normalize(path);
-}
-
-/** A failed `tar` or `mkdir` in the sandbox as denv's error, naming the path (tar's own words last). */
-function filesError(path: string, output: string): DenvError {
-  const lines = output.trim().split("\n");
-  if (lines.some((l) => /No such file or directory/.test(l)))
-    return new DenvError("not_found", `${path}: no such file or directory`);
-  if (lines.some((l) => /Permission denied|Operation not permitted/.test(l)))
-    return new DenvError("forbidden", `${path}: permission denied`);
-  return new DenvError("docker", `${path}: ${lines[0] ?? ""}`);
-}
-
 /** Extracts a tar archive into directory `dest` (created when missing), as `user`. */
 export async function putPrimeFiles(
   api: PrimeApi,
@@ -45,11 +26,11 @@ export async function putPrimeFiles(
 ): Promise<{ entries: number; bytes: number }> {
   const dir = checkAbsolute(dest);
   await using guarded = await guardTar(archive);
-  const r = await api.runCommand(
-    sandboxId,
-    ["/bin/sh", "-c", 'mkdir -p -- "$1" && tar -xf - -C "$1" --no-same-owner 2>&1', "sh", dir],
-    { user, cwd: "/", stdin: await readFile(guarded.path) },
-  );
+  const r = await api.runCommand(sandboxId, untarArgv(dir), {
+    user,
+    cwd: "/",
+    stdin: await readFile(guarded.path),
+  });
   if (r.exitCode !== 0) throw filesError(dir, r.stdout.toString() + r.stderr.toString());
   return { entries: guarded.entries, bytes: guarded.bytes };
 }
@@ -75,20 +56,19 @@ export async function readPrimeArchive(
   path: string,
 ): Promise<GuardedArchive> {
   const abs = checkAbsolute(path);
-  const parent = posix.dirname(abs);
-  const base = abs === "/" ? "." : posix.basename(abs);
+  const { argv, parent } = tarArgv(abs);
   const chunks: Buffer[] = [];
   const errors = new Capped(64 * 1024, true);
   let size = 0;
   const tooBig = new AbortController();
   const r = await api
-    .runCommand(sandboxId, ["tar", "-cf", "-", "-C", parent, "--", base], {
+    .runCommand(sandboxId, argv, {
       user,
       cwd: "/",
       collect: false,
       onStdout: (b) => {
         size += b.length;
-        if (size > DEFAULT_LIMITS.maxBytes + TAR_OVERHEAD) tooBig.abort();
+        if (size > MAX_PACKED) tooBig.abort();
         else chunks.push(b);
       },
       onStderr: (b) => errors.push(b),
@@ -98,12 +78,7 @@ export async function readPrimeArchive(
       if (!tooBig.signal.aborted) throw e;
       return undefined;
     });
-  if (r === undefined) {
-    throw new DenvError(
-      "invalid_request",
-      `${abs}: more than a download may hold (${DEFAULT_LIMITS.maxBytes} bytes of content)`,
-    );
-  }
+  if (r === undefined) throw tooBigError(abs);
   if (r.exitCode !== 0) throw filesError(abs, errors.value().toString());
   return guardTar(Buffer.concat(chunks), { displayRoot: parent });
 }

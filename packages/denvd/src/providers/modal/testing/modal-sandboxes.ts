@@ -69,6 +69,9 @@ export class ModalSandboxes {
       HostConfig: {
         NetworkMode: access === NETWORK.blocked ? this.networks.internal : this.networks.open,
         Init: true,
+        // Root in a Modal sandbox (gVisor's) has every capability in it; the engine's default set
+        // lacks the one that reads another user's /proc/PID/environ (what kills an exec's processes).
+        CapAdd: ["SYS_PTRACE"],
       },
     });
     await this.docker.docker.containers.start(container);
