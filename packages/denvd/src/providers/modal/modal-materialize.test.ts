@@ -1,15 +1,18 @@
+import { execFileSync } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
+import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Protection, ProviderMessages } from "@denv/spec";
+import { EgressFindings, Protection, ProviderMessages } from "@denv/spec";
 import type { Sandbox } from "modal";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { deployPlan } from "../../project-loader.js";
 import { noPhases } from "../../runtime/phase-listener.js";
 import { writeProject } from "../../testing/harness.js";
-import { execInModal } from "./modal-exec.js";
+import { probeFromInside } from "../e2b/egress-probe.js";
+import { execInModal, modalUser } from "./modal-exec.js";
 import { buildModalImage } from "./modal-images.js";
-import { createEnvironment, type ModalEnvironment, type ModalHost } from "./modal-materialize.js";
+import { createEnvironment, type ModalEnvironment, type ModalHost, runAs } from "./modal-materialize.js";
 import { type ModalDouble, startModalDouble } from "./testing/modal-double.js";
 
 /**
@@ -34,6 +37,12 @@ x-denv:
   agent: { service: app, user: ${agentUser}, workdir: /home/agent }
   verifier: { build: ./app, user: "1001", command: ["true"], timeout: 60 }
 `;
+
+/** A listener on the gateway of the double's open network: a sandbox with egress reaches it. */
+let canary: Server;
+let gateway = "";
+let hits = 0;
+const gatewayCanary = () => ({ host: gateway, port: (canary.address() as { port: number }).port });
 
 let double: ModalDouble;
 let home: string;
@@ -79,6 +88,22 @@ async function asRoot(sb: Sandbox, script: string): Promise<string> {
 beforeAll(async () => {
   home = await mkdtemp(join(tmpdir(), "denv-modal-materialize-"));
   double = await startModalDouble();
+  gateway = execFileSync(
+    "docker",
+    [
+      "network",
+      "inspect",
+      `denv-modal-${double.server.id}-open`,
+      "--format",
+      "{{(index .IPAM.Config 0).Gateway}}",
+    ],
+    { encoding: "utf8" },
+  ).trim();
+  canary = createServer((c) => {
+    hits += 1;
+    c.destroy();
+  });
+  await new Promise<void>((r) => canary.listen(0, gateway, r));
   for (const k of Object.keys(process.env)) if (k.startsWith("MODAL_")) delete process.env[k];
   Object.assign(process.env, { HOME: home, MODAL_CONFIG_PATH: join(home, ".modal.toml"), ...double.sdkEnv });
   const modal = await import("modal");
@@ -87,7 +112,7 @@ beforeAll(async () => {
     hostId: "h-modal-test",
     client,
     app: await client.apps.fromName("denv-h-modal-test", { createIfMissing: true }),
-    canaries: [{ host: double.canary.host, port: double.canary.port }],
+    canaries: [{ host: double.canary.host, port: double.canary.port }, gatewayCanary()],
     log: () => undefined,
   };
 }, 60_000);
@@ -95,6 +120,7 @@ beforeAll(async () => {
 afterAll(async () => {
   host?.client.close();
   process.env = saved;
+  await new Promise<void>((r) => (canary ? canary.close(() => r()) : r()));
   try {
     await double?.close();
   } finally {
@@ -120,6 +146,7 @@ describe("an environment's Modal sandbox", { timeout: 120_000 }, () => {
     expect(alpha.probe).toMatchObject({ ok: true });
     expect(alpha.baseline.length).toBeGreaterThan(0);
     expect(double.canary.hits()).toBe(0);
+    expect(hits).toBe(0);
     const sb = alpha.sandbox;
     expect(await asRoot(sb, "stat -c %u /tmp/ready")).toBe("1000\n");
     // The service's process outlived the exec that started it, as the Dockerfile's user.
@@ -163,6 +190,25 @@ describe("an environment's Modal sandbox", { timeout: 120_000 }, () => {
       await parent.terminate();
     }
     expect(await sandboxesOfHost()).toEqual([]);
+  });
+
+  it("the egress probe is not blind: from a sandbox Modal lets out it reaches the gateway's canary and fails", async () => {
+    const { built } = await project("agent");
+    const open = await host.client.sandboxes.create(host.app, await host.client.images.fromId(built.imageId));
+    try {
+      const agent = modalUser(await open.filesystem.readText("/etc/passwd"), "agent");
+      const probe = await probeFromInside(
+        runAs(open, agent),
+        { sandboxId: open.sandboxId, internetAllowed: false, policy: "none" },
+        "app",
+        [gatewayCanary()],
+      );
+      expect(probe.ok).toBe(false);
+      expect(probe.findings).toContain(EgressFindings.hostReachable("app"));
+      expect(hits).toBeGreaterThan(0);
+    } finally {
+      await open.terminate();
+    }
   });
 
   it("refuses an agent user that is uid 0 under another name, and terminates the sandbox it made", async () => {

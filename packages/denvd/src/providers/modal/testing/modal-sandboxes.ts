@@ -28,7 +28,9 @@ export function modalId(prefix: string): string {
 
 /**
  * Sandboxes of the Modal double: each a container on the engine, started at SandboxCreate (so
- * its task is scheduled at once), on the open network or, with `blockNetwork`, the internal one.
+ * its task is scheduled at once), on the open network or, with `blockNetwork`, on no network at all
+ * (Docker's `none`): a container on an internal network still reaches the host's own addresses,
+ * the engine filters only forwarding, as the Prime double found.
  * A sandbox ends when its command exits (success or failure with the exit code), at its
  * `timeoutSecs` (timeout) or at SandboxTerminate (terminated); its container goes then.
  */
@@ -39,7 +41,7 @@ export class ModalSandboxes {
   constructor(
     private readonly docker: DoubleDocker,
     private readonly serverId: string,
-    private readonly networks: { open: string; internal: string },
+    private readonly networks: { open: string },
     /** The local image of a Modal image id, or undefined. */
     private readonly imageRef: (imageId: string) => string | undefined,
   ) {}
@@ -67,10 +69,11 @@ export class ModalSandboxes {
       ...(d.workdir ? { WorkingDir: d.workdir } : {}),
       Labels: { ...this.docker.labels, "ai.denv.modal.sandbox": id },
       HostConfig: {
-        NetworkMode: access === NETWORK.blocked ? this.networks.internal : this.networks.open,
+        NetworkMode: access === NETWORK.blocked ? "none" : this.networks.open,
         Init: true,
-        // Root in a Modal sandbox (gVisor's) has every capability in it; the engine's default set
-        // lacks the one that reads another user's /proc/PID/environ (what kills an exec's processes).
+        // Assumed of Modal, not yet checked against it: root in its (gVisor) sandbox may read another
+        // user's /proc/PID/environ, which is how an exec's processes are found to kill them; the
+        // engine's default capability set lacks the one that allows it.
         CapAdd: ["SYS_PTRACE"],
       },
     });

@@ -135,8 +135,8 @@ describe("ModalServer with the modal SDK", { timeout: 90_000 }, () => {
     }
   });
 
-  // An internal Docker network may still reach the host's addresses, so the probe is another
-  // sandbox's listener, which an open sandbox reaches and a blocked one must not.
+  // The probe is another sandbox's listener, which an open sandbox reaches and a blocked one (on
+  // no network) must not; a failed connect ends it, as bash goes on after a failed `exec 3<>`.
   it("blockNetwork: the sandbox cannot reach another sandbox's listener", async () => {
     const ip = (await run(open, ["hostname", "-I"])).stdout.trim().split(" ")[0] ?? "";
     expect(ip).toMatch(/^\d+\.\d+\.\d+\.\d+$/);
@@ -148,7 +148,7 @@ describe("ModalServer with the modal SDK", { timeout: 90_000 }, () => {
       '$s=IO::Socket::INET->new(LocalPort=>8080,Listen=>5,ReuseAddr=>1) or die; while($c=$s->accept){print $c "hi\\n"; close $c}',
     ]);
     const probe = (target: string) =>
-      `timeout 5 bash -c 'exec 3<>/dev/tcp/${target}; read -r l <&3; echo "$l"' && echo reached || echo blocked`;
+      `timeout 5 bash -c 'exec 3<>/dev/tcp/${target} || exit 1; read -r l <&3; echo "$l"' && echo reached || echo blocked`;
     const peer = await client.sandboxes.create(app, image, { tags: { suite: "modal-server", role: "peer" } });
     const blocked = await client.sandboxes.create(app, image, {
       blockNetwork: true,

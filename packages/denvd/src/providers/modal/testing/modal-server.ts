@@ -53,7 +53,7 @@ export class ModalServer {
   readonly calls: string[] = [];
   /** The SDK's MODAL_SERVER_URL. */
   url = "";
-  private readonly networks = { open: "", internal: "" };
+  private readonly networks = { open: "" };
   private readonly apps = new Map<string, string>();
   private readonly secrets = new Map<string, Record<string, string>>();
   private readonly routerJwt: string;
@@ -78,7 +78,6 @@ export class ModalServer {
 
   async start(): Promise<this> {
     this.networks.open = await this.docker.createNetwork(`denv-modal-${this.id}-open`, false);
-    this.networks.internal = await this.docker.createNetwork(`denv-modal-${this.id}-internal`, true);
     const server = createServer();
     const { sandboxes: sb, images, execs } = this;
     server
