@@ -13,6 +13,8 @@ import { probeFromInside } from "../e2b/egress-probe.js";
 import { execInModal, modalUser } from "./modal-exec.js";
 import { buildModalImage } from "./modal-images.js";
 import { createEnvironment, type ModalEnvironment, type ModalHost, runAs } from "./modal-materialize.js";
+import { type ModalEnvironmentRecord, ModalRecords } from "./modal-records.js";
+import { captureVersion } from "./modal-versions.js";
 import { type ModalDouble, startModalDouble } from "./testing/modal-double.js";
 
 /**
@@ -131,10 +133,23 @@ afterAll(async () => {
 
 describe("an environment's Modal sandbox", { timeout: 120_000 }, () => {
   let alpha: ModalEnvironment;
+  let alphaRec: ModalEnvironmentRecord;
 
   it("runs the service as the Dockerfile's user, resolves the agent's uid from the passwd, probes egress shut", async () => {
     const { plan, built } = await project("agent");
     expect(built.user).toBe("agent");
+    alphaRec = {
+      id: "mm/alpha",
+      project: "mm",
+      name: "alpha",
+      sandboxId: "",
+      imageId: built.imageId,
+      imageUser: "agent",
+      plan,
+      agent: plan.agent,
+      command: "deploy-alpha",
+      createdAt: new Date().toISOString(),
+    };
     alpha = await createEnvironment(
       host,
       base(plan, "alpha", built.imageId, built.user),
@@ -148,6 +163,7 @@ describe("an environment's Modal sandbox", { timeout: 120_000 }, () => {
     expect(double.canary.hits()).toBe(0);
     expect(hits).toBe(0);
     const sb = alpha.sandbox;
+    alphaRec.sandboxId = sb.sandboxId;
     expect(await asRoot(sb, "stat -c %u /tmp/ready")).toBe("1000\n");
     // The service's process outlived the exec that started it, as the Dockerfile's user.
     expect(
@@ -164,19 +180,26 @@ describe("an environment's Modal sandbox", { timeout: 120_000 }, () => {
     expect(await sandboxesOfHost()).toEqual([sb.sandboxId]);
   });
 
-  it("a fork from a filesystem snapshot has the files and runs the service anew", async () => {
+  it("a version is a filesystem snapshot; a fork of it has the files and runs the service anew", async () => {
     const parent = alpha.sandbox;
     await execInModal(parent, alpha.agent, "/home/agent", {
       shell: "echo work > notes; rm /tmp/ready; sleep 300 > /dev/null 2>&1 &",
     });
-    const snapshot = await parent.snapshotFilesystem();
+    const records = await ModalRecords.open(join(home, "state"));
+    const v = await captureVersion(records, parent, alphaRec, { number: 1, command: "snapshot-1" });
+    expect(v).toMatchObject({
+      id: "mm@v1",
+      sourceEnvironment: "mm/alpha",
+      imageUser: "agent",
+      command: "snapshot-1",
+    });
+    expect(v.imageId).toMatch(/^im-/);
+    expect(await records.getVersion("mm@v1")).toEqual(v);
+    await expect(
+      captureVersion(records, parent, alphaRec, { number: 1, command: "snapshot-2" }),
+    ).rejects.toThrow("version mm@v1 exists");
     const { plan } = await project("agent");
-    const fork = await createEnvironment(
-      host,
-      base(plan, "fork", snapshot.imageId, "agent"),
-      "mm@v1",
-      noPhases,
-    );
+    const fork = await createEnvironment(host, base(plan, "fork", v.imageId, v.imageUser), v.id, noPhases);
     try {
       const sleepers = `for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < "$f" | grep -q '^sleep 300' && echo; done | wc -l`;
       expect(await asRoot(parent, sleepers)).toBe("1\n");
