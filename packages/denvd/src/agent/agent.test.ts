@@ -30,8 +30,10 @@ describe("denvd's agent against a control plane", () => {
 
   beforeAll(async () => {
     // Short heartbeats, but not so short that a loaded machine's event-loop lag passes for a
-    // silent control plane (3 missed): a redial drops the progress frames sent meanwhile.
-    host = await startTestHost({ heartbeatMs: 500 });
+    // silent control plane (3 missed): a redial drops the progress frames sent meanwhile, and the
+    // result of a command that finished meanwhile (this fake control plane sends no command
+    // again). At 500 ms a loaded CI machine (load 8 on 2 cores) redialled within a deploy.
+    host = await startTestHost({ heartbeatMs: 1_000 });
   });
   afterAll(async () => {
     await host?.[Symbol.asyncDispose]();
@@ -54,7 +56,7 @@ describe("denvd's agent against a control plane", () => {
     const from = host.cp.frames.length;
     await host.cp.waitFor((f) => f.type === "heartbeat", 5_000, from);
     const n = host.cp.of("heartbeat").length;
-    await new Promise((r) => setTimeout(r, 1_600));
+    await new Promise((r) => setTimeout(r, 3_200));
     expect(host.cp.of("heartbeat").length).toBeGreaterThanOrEqual(n + 2);
   });
 

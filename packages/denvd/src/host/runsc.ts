@@ -1,5 +1,5 @@
 import { access, readFile } from "node:fs/promises";
-import { run } from "./run.js";
+import { type RunResult, run } from "./run.js";
 
 /**
  * The processes of a container that runs under gVisor (x-denv.agent.sandbox: gvisor), seen and
@@ -27,6 +27,21 @@ const ROOTS = (runtime: string) => [
 ];
 
 const roots = new Map<string, string>();
+
+/**
+ * How long one runsc call may take. runsc talks to the sandbox's control server, which a sandbox
+ * that stopped answering would leave waiting for ever: the caller gets an error instead.
+ */
+const RUNSC_TIMEOUT_MS = 30_000;
+
+async function runsc(args: string[]): Promise<RunResult> {
+  const started = Date.now();
+  const r = await run("runsc", args, { timeoutMs: RUNSC_TIMEOUT_MS });
+  if (r.code !== 0 && Date.now() - started >= RUNSC_TIMEOUT_MS) {
+    return { ...r, stderr: `no answer within ${RUNSC_TIMEOUT_MS / 1000} s ${r.stderr}`.trim() };
+  }
+  return r;
+}
 
 /** runsc kill processes at once. */
 const KILL_CONCURRENCY = 8;
@@ -62,7 +77,7 @@ const GONE_WAIT_MS = 5000;
  * then gone or a zombie. Only /proc is read: nothing is signalled.
  */
 async function sandboxGone(root: string, containerId: string): Promise<boolean> {
-  const r = await run("runsc", ["--root", root, "state", containerId]);
+  const r = await runsc(["--root", root, "state", containerId]);
   if (r.code !== 0) return NOT_RUNNING.test(r.stderr);
   let state: { status?: string; pid?: number };
   try {
@@ -84,12 +99,12 @@ async function sandboxGone(root: string, containerId: string): Promise<boolean> 
 export async function sandboxProcesses(runtime: string, containerId: string): Promise<SandboxProcess[]> {
   const root = await stateRoot(runtime, containerId);
   const deadline = Date.now() + GONE_WAIT_MS;
-  let r = await run("runsc", ["--root", root, "ps", containerId]);
+  let r = await runsc(["--root", root, "ps", containerId]);
   while (r.code !== 0) {
     if (NOT_RUNNING.test(r.stderr) || (await sandboxGone(root, containerId))) return [];
     if (Date.now() > deadline) throw new Error(`runsc ps ${containerId}: ${r.stderr.trim()}`);
     await new Promise((resolve) => setTimeout(resolve, 100));
-    r = await run("runsc", ["--root", root, "ps", containerId]);
+    r = await runsc(["--root", root, "ps", containerId]);
   }
   // UID PID PPID C TTY STIME TIME CMD
   const out: SandboxProcess[] = [];
@@ -116,7 +131,7 @@ export async function killSandboxProcesses(
   const queue = [...pids];
   const worker = async () => {
     for (let pid = queue.shift(); pid !== undefined; pid = queue.shift()) {
-      await run("runsc", ["--root", root, "kill", "--pid", String(pid), containerId, "KILL"]);
+      await runsc(["--root", root, "kill", "--pid", String(pid), containerId, "KILL"]);
     }
   };
   await Promise.all(Array.from({ length: Math.min(KILL_CONCURRENCY, queue.length) }, worker));
