@@ -1,3 +1,4 @@
+import { HostRefusals } from "@denv/spec";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Runtime } from "./runtime/runtime.js";
 import { leftovers, openTestRuntime, writeProject } from "./testing/harness.js";
@@ -80,6 +81,11 @@ describe("snapshot and fork", () => {
     expect(
       (await rt.exec(f2.id, { service: "side", cmd: ["cat", "/sidedata/v.txt"] })).stdout.toString(),
     ).toBe("fork-vol\n");
+    // A name the host holds is refused, before anything is created, in spec's words.
+    await expect(rt.fork(v2.id, { name: "f2" })).rejects.toThrow(HostRefusals.forkExists("snap/f2"));
+    await expect(
+      rt.deploy({ project: "snap", projectDir: await writeProject({ "compose.yaml": COMPOSE }) }),
+    ).rejects.toThrow(HostRefusals.environmentExists("snap/alpha"));
     await rt.destroy(f2.id);
   });
 

@@ -48,6 +48,8 @@ describe("docs/reference/protections.md lists every exact string", () => {
     expect(doc).toContain(HostRefusals.diskUnenforceable("<what>", "<why>"));
     expect(doc).toContain(HostRefusals.sandboxUnavailable("<sandbox>", "<runtime>"));
     expect(doc).toContain(HostRefusals.needsEngine("<what>", "<host>"));
+    expect(doc).toContain(HostRefusals.environmentExists("<environment>"));
+    expect(doc).toContain(HostRefusals.forkExists("<environment>"));
     for (const line of [
       ProviderMessages.lacks("<provider>", "<capability>", "<why>"),
       ProviderMessages.unsupportedKey("<provider>", "<service>", "<key>", "<why>"),

@@ -43,6 +43,11 @@ export abstract class SandboxRuntime<
     );
   }
 
+  /** Refuses (`conflict`) an id the host already holds an environment under. */
+  protected async refuseExisting(id: string, message: string): Promise<void> {
+    if (await this.records.getEnvironment(id)) throw new DenvError("conflict", message);
+  }
+
   protected requireEnvironment(envId: string): Promise<E> {
     return this.records.requireEnvironment(envId, this.hostId);
   }

@@ -4,6 +4,7 @@ import { join, resolve } from "node:path";
 import type { Readable } from "node:stream";
 import type { HostEnvironment, HostVerifyResult, Plan, ProjectKind } from "@denv/spec";
 import { DenvError } from "@denv/spec/errors";
+import { HostRefusals } from "@denv/spec/messages";
 import { checkName } from "@denv/spec/names";
 import type { RawExecResult } from "../exec-runner.js";
 import { removeHostPort } from "../host/firewall.js";
@@ -130,10 +131,7 @@ export class Runtime {
     });
     return ctx.locks.with(id, async () => {
       if (await ctx.records.getEnvironment(id)) {
-        throw new DenvError(
-          "conflict",
-          `environment ${id} exists: destroy it first, or deploy under another name`,
-        );
+        throw new DenvError("conflict", HostRefusals.environmentExists(id));
       }
       return undoable(ctx.log, async (undo) => {
         phase.start("build");
@@ -179,7 +177,7 @@ export class Runtime {
     const id = `${version.project}/${name}`;
     return ctx.locks.with(id, async () => {
       if (await ctx.records.getEnvironment(id)) {
-        throw new DenvError("conflict", `environment ${id} exists: choose another fork name`);
+        throw new DenvError("conflict", HostRefusals.forkExists(id));
       }
       const base = {
         id,

@@ -2,6 +2,11 @@
 
 /** What a host refuses of a project, whatever its compose file says. */
 export const HostRefusals = {
+  /** A deploy under an environment name the host already holds. */
+  environmentExists: (id: string) =>
+    `environment ${id} exists: destroy it first, or deploy under another name`,
+  /** A fork under an environment name the host already holds. */
+  forkExists: (id: string) => `environment ${id} exists: choose another fork name`,
   /** A host that bridges to a hosted provider has no Docker engine of denv's own for this. */
   needsEngine: (what: string, hostId: string) =>
     `refused: ${what} needs denv's own runtime on a Docker engine, and host ${hostId} is a bridge to a hosted provider; use a host of a hosts or provisioned target`,

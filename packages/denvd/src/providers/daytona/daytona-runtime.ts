@@ -6,6 +6,7 @@ import {
   DenvError,
   type EgressProbe,
   type HostEnvironment,
+  HostRefusals,
   type HostVerifyResult,
   Protection,
   ProviderMessages,
@@ -136,10 +137,7 @@ export class DaytonaRuntime
     phase.end("validate", { services: [service.name], agent: plan.agent.service });
     return this.locks.with(id, async () => {
       if (await this.host.records.getEnvironment(id)) {
-        throw new DenvError(
-          "conflict",
-          `environment ${id} exists: destroy it first, or deploy under another name`,
-        );
+        throw new DenvError("conflict", HostRefusals.environmentExists(id));
       }
       phase.start("build");
       const built = await buildSnapshot(this.host, {
@@ -190,7 +188,7 @@ export class DaytonaRuntime
     const id = `${v.project}/${name}`;
     return this.locks.with(id, async () => {
       if (await this.host.records.getEnvironment(id)) {
-        throw new DenvError("conflict", `environment ${id} exists: choose another fork name`);
+        throw new DenvError("conflict", HostRefusals.forkExists(id));
       }
       return this.materialize(
         {

@@ -6,6 +6,7 @@ import {
   DenvError,
   type EgressProbe,
   type HostEnvironment,
+  HostRefusals,
   type HostVerifyResult,
   ProviderMessages,
   type Version,
@@ -152,10 +153,7 @@ export class E2bRuntime
     const service = checkPlan(plan);
     phase.end("validate", { services: [service.name], agent: plan.agent.service });
     return this.locks.with(id, async () => {
-      await this.refuseExisting(
-        id,
-        `environment ${id} exists: destroy it first, or deploy under another name`,
-      );
+      await this.refuseExisting(id, HostRefusals.environmentExists(id));
       phase.start("build");
       const { template, verifierTemplate } = await provider(() =>
         buildTemplates(this.o.connection, this.host.records, {
@@ -215,7 +213,7 @@ export class E2bRuntime
     const id = `${version.project}/${name}`;
     const command = opts.command ?? `fork-${newId()}`;
     return this.locks.with(id, async () => {
-      await this.refuseExisting(id, `environment ${id} exists: choose another fork name`);
+      await this.refuseExisting(id, HostRefusals.forkExists(id));
       return this.materialize(
         {
           id,
@@ -394,10 +392,6 @@ export class E2bRuntime
 
   private agentOf(rec: E2bEnvironmentRecord): SandboxUser {
     return { name: rec.agentName, uid: rec.agentUid };
-  }
-
-  private async refuseExisting(id: string, message: string): Promise<void> {
-    if (await this.host.records.getEnvironment(id)) throw new DenvError("conflict", message);
   }
 
   /** The environment's record and its sandbox, connected once and kept; a stopped one refused. */

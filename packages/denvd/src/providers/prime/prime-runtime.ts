@@ -6,6 +6,7 @@ import {
   DenvError,
   type EgressProbe,
   type HostEnvironment,
+  HostRefusals,
   type HostVerifyResult,
   ProviderMessages,
   type Version,
@@ -155,10 +156,7 @@ export class PrimeRuntime
     }
     phase.end("validate", { services: [service.name], agent: plan.agent.service });
     return this.locks.with(id, async () => {
-      await this.refuseExisting(
-        id,
-        `environment ${id} exists: destroy it first, or deploy under another name`,
-      );
+      await this.refuseExisting(id, HostRefusals.environmentExists(id));
       phase.start("build");
       const image = await serviceImage(this.host, { project, projectDir, service });
       phase.end("build", { digests: { [service.name]: image.reference } });
@@ -203,7 +201,7 @@ export class PrimeRuntime
     const name = checkName("environment", opts.name ?? `fork-${newId()}`);
     const id = `${v.project}/${name}`;
     return this.locks.with(id, async () => {
-      await this.refuseExisting(id, `environment ${id} exists: choose another fork name`);
+      await this.refuseExisting(id, HostRefusals.forkExists(id));
       return this.materialize(
         {
           id,
@@ -368,10 +366,6 @@ export class PrimeRuntime
 
   private agentOf(rec: PrimeEnvironmentRecord): SandboxUser {
     return { name: rec.agentName, uid: rec.agentUid };
-  }
-
-  private async refuseExisting(id: string, message: string): Promise<void> {
-    if (await this.host.records.getEnvironment(id)) throw new DenvError("conflict", message);
   }
 
   /** The record and who a call runs as: the agent, or a user asked that is neither root nor the verifier. */
