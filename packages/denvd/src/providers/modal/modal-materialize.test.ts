@@ -242,6 +242,14 @@ describe("an environment's Modal sandbox", { timeout: 120_000 }, () => {
     expect(await sandboxesOfHost()).toEqual([]);
   });
 
+  it("fails closed on an image without setpriv: the root checks cannot run as the agent", async () => {
+    const { plan, built } = await project("agent", " && rm /usr/bin/setpriv");
+    await expect(
+      createEnvironment(host, base(plan, "nosetpriv", built.imageId, built.user), undefined, noPhases),
+    ).rejects.toThrow(/^Modal: a check as user 'agent' exited 12[67]: /);
+    expect(await sandboxesOfHost()).toEqual([]);
+  });
+
   it("refuses an image whose system directories the agent may write, before the agent runs", async () => {
     // /bin is /usr/bin on Debian: the first of the system paths the check names.
     const { plan, built } = await project("agent", " && chmod 777 /usr/bin");

@@ -158,10 +158,26 @@ export async function createEnvironment(
   }
 }
 
-/** A shell script in the sandbox as `user`, from /: its stdout, whatever its exit. */
+/**
+ * A shell script in the sandbox as `user`, from /: its stdout. The scripts run through it (the
+ * root checks, the egress probe) end with a command that succeeds, so a failed exit means the
+ * script never ran as the user (no setpriv at /usr/bin/setpriv, a user setpriv cannot become):
+ * that fails the call, where an empty answer would pass the checks.
+ *
+ * @throws DenvError `docker` naming the user, the exit code and the first line of stderr.
+ */
 export function runAs(sb: Sandbox, user: ModalUser): (script: string) => Promise<string> {
-  return async (script) =>
-    (await execInModal(sb, user, "/", { cmd: ["/bin/sh", "-c", script] })).stdout.toString("utf8");
+  return async (script) => {
+    const r = await execInModal(sb, user, "/", { cmd: ["/bin/sh", "-c", script] });
+    if (r.exitCode !== 0) {
+      const why = r.stderr.toString().trim().split("\n")[0] || "no output";
+      throw new DenvError(
+        "docker",
+        `${PROVIDER}: a check as user '${user.name}' exited ${r.exitCode}: ${why}`,
+      );
+    }
+    return r.stdout.toString("utf8");
+  };
 }
 
 /**
