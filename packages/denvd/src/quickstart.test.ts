@@ -50,8 +50,8 @@ describe("the quickstart environment end to end", () => {
     expect(result.status).toBe("graded");
     expect(result.reward).toBe(0);
     // The agent's leftover processes were killed and confirmed gone before grading.
-    expect(result.evidence.agent.killed).toBeGreaterThanOrEqual(2);
-    expect(result.evidence.agent.survivors).toBe(0);
+    expect(result.evidence.agent?.killed).toBeGreaterThanOrEqual(2);
+    expect(result.evidence.agent?.survivors).toBe(0);
     const ps = await rt.exec(env, { cmd: ["sh", "-c", "ps -eo args | grep -c '^sleep 300' || true"] });
     expect(ps.stdout.toString().trim()).toBe("0");
     // Another principal, in another container, on a fork.

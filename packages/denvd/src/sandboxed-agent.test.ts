@@ -123,7 +123,7 @@ describe("a root agent confined by gVisor", () => {
     await sh("setsid sleep 900 >/dev/null 2>&1 < /dev/null &");
     const result = await rt.verify(env);
     expect(result).toMatchObject({ status: "graded", reward: 1 });
-    expect(result.evidence["stop agent"] ?? result.evidence.agent).toBeDefined();
+    expect(result.evidence.agent).toBeDefined();
     const left = await sh("for p in /proc/[0-9]*; do cat $p/cmdline 2>/dev/null | tr '\\0' ' '; echo; done");
     expect(left.out).not.toMatch(/sleep 900/);
     // A fork of the verified snapshot: the agent's files and its volume are there, root again.
@@ -139,7 +139,7 @@ describe("a root agent confined by gVisor", () => {
     await new Promise((r) => setTimeout(r, 500));
     const result = await rt.verify(env);
     expect(result.status).toBe("graded");
-    expect(result.evidence.agent.killed).toBeGreaterThan(1);
+    expect(result.evidence.agent?.killed).toBeGreaterThan(1);
     const left = await sh("for p in /proc/[0-9]*; do cat $p/cmdline 2>/dev/null | tr '\\0' ' '; echo; done");
     expect(left.out).not.toMatch(/sleep 700|while true/);
   }, 240_000);

@@ -83,7 +83,7 @@ describe("the dashboard's files", () => {
     // A missing file is a 404, not the page (a stale asset link must not load HTML as a script).
     const missing = await fetch(`${t.url}/assets/app-0.js`);
     expect(missing.status).toBe(404);
-    expect((await missing.json()).error).toEqual({
+    expect(((await missing.json()) as { error: unknown }).error).toEqual({
       code: "not_found",
       message: ControlPlaneMessages.noDashboardFile("/assets/app-0.js"),
     });
@@ -136,7 +136,9 @@ describe("the dashboard's files", () => {
     try {
       const r = await fetch(`${other.url}/deployments/x`);
       expect(r.status).toBe(404);
-      expect((await r.json()).error.message).toBe(ControlPlaneMessages.dashboardNotBuilt);
+      expect(((await r.json()) as { error: { message: string } }).error.message).toBe(
+        ControlPlaneMessages.dashboardNotBuilt,
+      );
       expect((await other.anon.get("/healthz")).status).toBe(200);
     } finally {
       await other.close();

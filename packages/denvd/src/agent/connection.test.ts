@@ -46,7 +46,7 @@ describe("the connection to the control plane", () => {
     versions: [],
     unfinished: [],
     capabilities: { binary_data: true },
-  } as const;
+  } satisfies RawFrame;
   const data = (seq: number, text: string): RawFrame => ({
     v: PROTOCOL_VERSION,
     type: "data",

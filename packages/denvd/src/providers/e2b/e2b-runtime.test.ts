@@ -216,7 +216,7 @@ describe("E2bRuntime on the E2B double", { timeout: 60_000 }, () => {
       });
     });
     extract.end(got);
-    await new Promise((r) => extract.on("finish", r));
+    await new Promise<void>((r) => extract.on("finish", () => r()));
     expect(entries).toEqual({
       "up/": "directory",
       "up/d/": "directory",

@@ -2,7 +2,7 @@ import { execFileSync } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { App, Image, ModalClient, Sandbox } from "modal";
+import type { App, Image, ModalClient, Sandbox, SandboxExecParams } from "modal";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ModalDouble, startModalDouble } from "./modal-double.js";
 
@@ -54,7 +54,7 @@ afterAll(async () => {
 }, 120_000);
 
 /** Runs argv in the sandbox; its output and exit code. */
-async function run(sb: Sandbox, argv: string[], params?: Parameters<Sandbox["exec"]>[1]) {
+async function run(sb: Sandbox, argv: string[], params?: SandboxExecParams & { mode?: "text" }) {
   const p = await sb.exec(argv, params);
   const [stdout, stderr] = await Promise.all([p.stdout.readText(), p.stderr.readText()]);
   return { stdout, stderr, code: await p.wait() };
