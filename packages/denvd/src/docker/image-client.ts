@@ -72,6 +72,7 @@ export class ImageClient {
       throw engineError(err, `build ${opts.tag}`);
     }
     const tail: string[] = [];
+    const stages = new StageResults();
     await new Promise<void>((resolve, reject) => {
       this.api().modem.followProgress(
         stream,
@@ -86,6 +87,7 @@ export class ImageClient {
           if (ev.stream) {
             tail.push(ev.stream);
             if (tail.length > 20) tail.shift();
+            stages.read(ev.stream);
             onLog?.(ev.stream);
           }
         },
@@ -93,7 +95,26 @@ export class ImageClient {
     });
     const info = await this.info(opts.tag);
     if (!info) throw new DenvError("docker", `build ${opts.tag} finished but the image is missing`);
+    await this.removeStages(stages.ended(), onLog);
     return info.id;
+  }
+
+  /**
+   * The images the earlier stages of a multi-stage build ended with: untagged, unlabelled (the
+   * build's labels go on its last stage) and parent of nothing the build kept, the engine would
+   * keep them for ever. Each is removed, with its untagged parents, unless the engine refuses
+   * (an image or container still uses it): nothing is forced.
+   */
+  private async removeStages(ids: string[], onLog?: (line: string) => void): Promise<void> {
+    for (const id of ids) {
+      try {
+        const image = await this.api().getImage(id).inspect();
+        if ((image.RepoTags ?? []).length > 0) continue;
+        await this.api().getImage(id).remove();
+      } catch (err) {
+        onLog?.(`kept the image of an earlier stage, ${id}: ${(err as Error).message}\n`);
+      }
+    }
   }
 
   /** `docker save` of one image: a tar stream (the engine writes the layers as it reads them). */
@@ -234,5 +255,33 @@ export class ImageClient {
     const squashed = await this.info(`${target.repo}:${target.tag}`);
     if (!squashed) throw new DenvError("docker", `squash of ${image} produced no image`);
     return squashed.id;
+  }
+}
+
+/**
+ * Reads the classic builder's output for the image each stage but the last ended with: the last
+ * ` ---> <id>` before each `FROM` step after the first.
+ */
+class StageResults {
+  private readonly ids: string[] = [];
+  private last: string | undefined;
+  private partial = "";
+
+  read(chunk: string): void {
+    const lines = (this.partial + chunk).split("\n");
+    this.partial = lines.pop() ?? "";
+    for (const line of lines) {
+      if (/^Step \d+\/\d+ : FROM /i.test(line)) {
+        if (this.last !== undefined) this.ids.push(this.last);
+        this.last = undefined;
+        continue;
+      }
+      const id = /^ ---> ([0-9a-f]{12})\s*$/.exec(line)?.[1];
+      if (id !== undefined) this.last = id;
+    }
+  }
+
+  ended(): string[] {
+    return [...this.ids];
   }
 }

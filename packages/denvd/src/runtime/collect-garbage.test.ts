@@ -76,4 +76,25 @@ describe("gc of builds", () => {
     expect(builds()).toEqual([second]);
     docker("image", "rm", second);
   });
+
+  it("leaves no image of a multi-stage build's earlier stage behind", async () => {
+    // The classic builder keeps each earlier stage's image, untagged and unlabelled: 754 MB of
+    // openenv-counter's venv stage per deploy, until the build removed them.
+    const mark = randomBytes(4).toString("hex");
+    const staged = await writeProject({
+      "compose.yaml": COMPOSE,
+      Dockerfile: `FROM debian:bookworm-slim AS stage\nRUN echo ${mark} > /x\nFROM debian:bookworm-slim\nCOPY --from=stage /x /x\n`,
+    });
+    const env = await rt.deploy({ project: "staged", projectDir: staged });
+    const got = await rt.exec(env.id, { cmd: ["cat", "/x"] });
+    expect(got.stdout.toString()).toBe(`${mark}\n`);
+    const stageImages = docker("image", "ls", "-aq", "--no-trunc")
+      .split("\n")
+      .filter(Boolean)
+      .filter((id) =>
+        docker("history", "--no-trunc", "--format", "{{.CreatedBy}}", id).includes(`echo ${mark}`),
+      );
+    expect(stageImages).toEqual([]);
+    await rt.destroy(env.id);
+  });
 });
