@@ -147,6 +147,12 @@ describe("an environment's Modal sandbox", { timeout: 120_000 }, () => {
       imageUser: "agent",
       plan,
       agent: plan.agent,
+      // What captureVersion keeps of the environment; the runtime records what createEnvironment found.
+      agentUser: { name: "agent", uid: 1000, gid: 1000, home: "/home/agent" },
+      networkAccess: false,
+      baseline: [],
+      probe: { skipped: "not recorded by this test" },
+      timings: { create_ms: 0, start_ms: 0, health_ms: 0, probe_ms: 0, total_ms: 0 },
       command: "deploy-alpha",
       createdAt: new Date().toISOString(),
     };

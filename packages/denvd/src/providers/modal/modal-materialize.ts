@@ -38,6 +38,15 @@ export interface EnvironmentBase {
   imageUser?: string | undefined;
 }
 
+/** How long each step of making a sandbox took. */
+export interface SandboxTimings {
+  create_ms: number;
+  start_ms: number;
+  health_ms: number;
+  probe_ms: number;
+  total_ms: number;
+}
+
 /** An environment's sandbox, ready for the agent. */
 export interface ModalEnvironment {
   sandbox: Sandbox;
@@ -47,7 +56,7 @@ export interface ModalEnvironment {
   /** The processes running when the sandbox became ready (none of them the agent's). */
   baseline: string[];
   probe: EgressProbe | { skipped: string };
-  timings: Record<string, number>;
+  timings: SandboxTimings;
 }
 
 /** Where the service's output goes in the sandbox. */

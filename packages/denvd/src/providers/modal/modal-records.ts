@@ -1,5 +1,7 @@
-import type { AgentPlan, Plan } from "@denv/spec";
+import type { AgentPlan, EgressProbe, Plan } from "@denv/spec";
 import { SandboxRecords } from "../sandbox-records.js";
+import type { ModalUser } from "./modal-exec.js";
+import type { SandboxTimings } from "./modal-materialize.js";
 
 /** An environment: one Modal sandbox of a built image or a version's snapshot. */
 export interface ModalEnvironmentRecord {
@@ -14,6 +16,16 @@ export interface ModalEnvironmentRecord {
   imageUser?: string;
   plan: Plan;
   agent: AgentPlan;
+  /** The agent's user as the sandbox's passwd resolves it (its uid never 0). */
+  agentUser: ModalUser;
+  /** The verifier's uid where it grades in this sandbox: the agent never acts as it. */
+  verifierUid?: number;
+  /** False: the sandbox was created with `blockNetwork` (it reaches nothing). */
+  networkAccess: boolean;
+  /** Every process of the sandbox when it became ready ("pid:start time"): not the agent's. */
+  baseline: string[];
+  probe: EgressProbe | { skipped: string };
+  timings: SandboxTimings;
   command: string;
   parentVersion?: string;
   testsTar?: string;

@@ -37,6 +37,8 @@ export class ModalImages {
   /** A build's definition (base and commands) → its image id. */
   private readonly byDefinition = new Map<string, string>();
   private readonly builds = new Map<string, Build>();
+  /** The image ids ImageDelete removed. */
+  readonly deleted = new Set<string>();
 
   constructor(
     private readonly docker: DoubleDocker,
@@ -124,6 +126,23 @@ export class ModalImages {
     await this.docker.commit(container, this.repo, tag, { "ai.denv.modal.snapshot": snapshotId });
     this.refs.set(imageId, `${this.repo}:${tag}`);
     return imageId;
+  }
+
+  /**
+   * ImageDelete: the image is gone (its id answers NOT_FOUND from then on, a definition that built
+   * it builds anew) and its local image removed; a registry name's image (never the double's) stays
+   * on the engine. Deleted ids are kept in `deleted`.
+   */
+  async delete(imageId: string): Promise<void> {
+    const ref = this.refs.get(imageId);
+    if (!ref) throw new ServerError(Status.NOT_FOUND, `Could not find image with ID ${imageId}`);
+    this.refs.delete(imageId);
+    this.builds.delete(imageId);
+    for (const [k, v] of this.byDefinition) if (v === imageId) this.byDefinition.delete(k);
+    for (const [k, v] of this.byName) if (v === imageId) this.byName.delete(k);
+    this.deleted.add(imageId);
+    // A sandbox still running from it keeps the local image until close() (Modal's own keeps running).
+    if (ref.startsWith(`${this.repo}:`)) await this.docker.removeImage(ref).catch(() => undefined);
   }
 
   /** Waits for every build still running (so that what it makes is there to be removed). */

@@ -63,6 +63,7 @@ const CONTROL = methods({
     { imageId: [1, "string"], timeout: [2, "float"], lastEntryId: [3, "string"] },
     { result: [1, GenericResult], entryId: [3, "string"], eof: [4, "bool"] },
   ],
+  ImageDelete: [{ imageId: [1, "string"] }, Empty],
   ImageFromId: [{ imageId: [1, "string"] }, { imageId: [1, "string"] }],
   SandboxCreate: [
     { appId: [1, "string"], definition: [2, SandboxDefinition], tags: [4, SandboxTag, "repeated"] },

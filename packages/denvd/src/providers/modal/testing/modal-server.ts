@@ -24,7 +24,7 @@ import type { Msg } from "./modal-wire.js";
  *
  * Served: AuthTokenGet, EnvironmentGetOrCreate, AppGetOrCreate, SecretGetOrCreate (env dicts),
  * ImageGetOrCreate and ImageJoinStreaming (registry names mapped to local images, never pulled;
- * Dockerfile commands built on the local engine, see modal-images.ts), ImageFromId,
+ * Dockerfile commands built on the local engine, see modal-images.ts), ImageFromId, ImageDelete,
  * SandboxCreate/GetTaskId/Wait/Terminate/List/TagsGet/TagsSet (and their V2 twins: V2 is the
  * SDK's default; V1 when MODAL_SANDBOX_V2=false), Task/SandboxGetCommandRouterAccess; on
  * the router TaskExecStart/StdioRead/StdinWrite/StdinWriteStream/StdinStatus/Poll/Wait (the file
@@ -100,6 +100,10 @@ export class ModalServer {
         ImageGetOrCreate: async (r: Msg) => images.getOrCreate(r),
         ImageJoinStreaming: (r: Msg, c: CallContext) => images.join(r, c.signal),
         ImageFromId: async (r: Msg) => ({ imageId: images.get(r.imageId) }),
+        ImageDelete: async (r: Msg) => {
+          await images.delete(r.imageId);
+          return {};
+        },
         SandboxCreate: async (r: Msg) => {
           const env = Object.assign(
             {},
