@@ -125,7 +125,8 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
     .register(new AwsDriver(provision))
     .register(new BridgeDriver("e2b", provision, bridges))
     .register(new BridgeDriver("daytona", provision, bridges))
-    .register(new BridgeDriver("prime", provision, bridges));
+    .register(new BridgeDriver("prime", provision, bridges))
+    .register(new BridgeDriver("modal", provision, bridges));
   const targets = new TargetService(store, drivers, box, log, {
     bundle: new BundleFile(options.denvdBundle ?? DEFAULT_DENVD_BUNDLE),
     version: cpVersion(),

@@ -72,12 +72,15 @@ export const DenvdConfig = z.object({
    * are the provider's sandboxes, through the provider's runtime. Unset: denv's own runtime on this
    * machine's Docker engine.
    */
-  provider: z.enum(["e2b", "daytona", "prime"]).optional(),
+  provider: z.enum(["e2b", "daytona", "prime", "modal"]).optional(),
   /** The provider's API (DENVD_PROVIDER_API_URL, --provider-api-url); default: its SDK's. */
   providerApiUrl: z.url({ protocol: /^https?$/, error: "must be an http:// or https:// URL" }).optional(),
   /** Where the provider's SDK reaches each sandbox (DENVD_PROVIDER_SANDBOX_URL); default: its SDK's. */
   providerSandboxUrl: z.url({ protocol: /^https?$/, error: "must be an http:// or https:// URL" }).optional(),
-  /** The user's API key at the provider (DENVD_PROVIDER_API_KEY only, never a flag). A secret: never logged. */
+  /**
+   * The user's API key at the provider (DENVD_PROVIDER_API_KEY only, never a flag). A secret: never
+   * logged. Modal's is its token as TOKEN_ID:TOKEN_SECRET (modalToken).
+   */
   providerApiKey: z.string().min(1).optional(),
   /**
    * Listeners denv runs that the egress probe connects to from inside each sandbox
@@ -183,6 +186,27 @@ export function redact(config: DenvdConfig): Record<string, unknown> {
     joinToken: config.joinToken ? "[redacted]" : undefined,
     providerApiKey: config.providerApiKey ? "[redacted]" : undefined,
   };
+}
+
+/**
+ * Why a bridge cannot start with the key it has (none, or for modal not TOKEN_ID:TOKEN_SECRET);
+ * undefined when it can, or when the host bridges to no provider.
+ */
+export function providerKeyRefusal(config: DenvdConfig): string | undefined {
+  if (config.provider === undefined) return undefined;
+  if (!config.providerApiKey) return DenvdMessages.providerKeyMissing(config.provider);
+  if (config.provider === "modal" && !modalToken(config.providerApiKey))
+    return DenvdMessages.modalKeyMalformed();
+  return undefined;
+}
+
+/**
+ * Modal's token from a bridge's key: its id and secret joined by one colon (Modal has two
+ * credentials where the other providers have one key); undefined when the key is not of that form.
+ */
+export function modalToken(key: string): { tokenId: string; tokenSecret: string } | undefined {
+  const m = /^([^:]+):([^:]+)$/.exec(key);
+  return m ? { tokenId: m[1] as string, tokenSecret: m[2] as string } : undefined;
 }
 
 /** IP:PORT or [IPv6]:PORT, the port 1-65535; undefined when it is neither. */

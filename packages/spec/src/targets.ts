@@ -64,8 +64,8 @@ export interface TargetKindSpec {
 
 /**
  * The capability table. Provisioned kinds run denvd on the machines they create, so they can do
- * what `hosts` does. Hosted kinds are listed with what their drivers are planned to rely on; they
- * are not available, and placement refuses what a row lacks.
+ * what `hosts` does. Hosted kinds are listed with what their bridges do; placement refuses what a
+ * row lacks. A kind listed before its driver exists is not `available`: a target of it is refused.
  */
 export const TARGET_KINDS: Record<TargetKindName, TargetKindSpec> = {
   hosts: { family: "hosts", available: true, capabilities: DENVD, enforcedBy: "denvd" },
@@ -101,11 +101,15 @@ export const TARGET_KINDS: Record<TargetKindName, TargetKindSpec> = {
   },
   modal: {
     family: "hosted",
-    available: false,
-    // Planned, from the modal SDK 0.11 (packages/denvd/src/providers/modal/testing, its double): one
-    // sandbox per environment; a version is `snapshotFilesystem` (the filesystem, an image), a fork
-    // a sandbox of that image; egress is `blockNetwork`. Exec takes no user: the agent's user comes
-    // from the image, as on Daytona. No pause, no tunnels of denv's.
+    available: true,
+    // A bridge (denvd --provider modal): one sandbox per environment from an image Modal's image
+    // API builds of its one service (its Dockerfile as Dockerfile commands, the files a COPY names
+    // carried inside them), as the modal SDK 0.11 does it; commands and files run as any user of
+    // the image through /usr/bin/setpriv run by the sandbox's root (Modal's exec takes no user),
+    // the agent's resolved through the passwd; a version is Modal's `snapshotFilesystem` (an
+    // image, no processes), a fork a sandbox from it, its service started anew. No pause (Modal
+    // has none), no tunnels, one service. Egress control is `blockNetwork`, probed from inside
+    // each sandbox; the evidence names Modal.
     capabilities: { ...DENVD, multi_service: false, pause: false, port_tunnels: false },
     enforcedBy: "modal",
   },
@@ -275,7 +279,8 @@ export const TARGET_SETTINGS: Record<TargetKindName, KindSettings> = {
     credentials: [{ name: "api_key", env: "DAYTONA_API_KEY" }],
   },
   modal: {
-    settings: { base_url: url("https://api.modal.com") },
+    // base_url: Modal's server, as its SDK's MODAL_SERVER_URL. canaries: as e2b's.
+    settings: { base_url: url("https://api.modal.com"), canaries: listens },
     credentials: [
       { name: "token_id", env: "MODAL_TOKEN_ID" },
       { name: "token_secret", env: "MODAL_TOKEN_SECRET" },
@@ -309,7 +314,7 @@ export const TargetMessages = {
     `target ${target} has ${count} host(s) or machine(s): remove them first (denv hosts rm), or remove the target with --force, which deletes a provisioned target's machines`,
   localTarget: "the local target cannot be removed: denv up joins this machine's denvd to it",
   notProvisioned: (target: string, kind: string) =>
-    `target ${target} is of kind ${kind}, which has no machines: only provisioned kinds (hetzner, aws) and hosted ones (e2b, daytona, prime: their bridge) do`,
+    `target ${target} is of kind ${kind}, which has no machines: only provisioned kinds (hetzner, aws) and hosted ones (e2b, daytona, modal, prime: their bridge) do`,
   /** Placement on a provisioned target with no host that takes the environment yet. */
   machineStarting: (target: string, machine: string) =>
     `no host in target '${target}' takes this environment yet: machine ${machine} is being created for it and joins when it has booted; deploy again once denv targets machines ${target} shows it joined`,

@@ -1,4 +1,4 @@
-import { JoinTokenMessages } from "@denv/spec";
+import { JoinTokenMessages, TargetMessages } from "@denv/spec";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FakeHost } from "../testing/fake-host.js";
 import { startTestCp, type TestCp, upgradeStatus, waitFor } from "../testing/harness.js";
@@ -115,8 +115,12 @@ describe("joining hosts", () => {
     const member = (await t.admin.post("/v1/tokens", { name: "m", role: "member" })).body.token as string;
     expect((await t.admin.as(member).post("/v1/targets/gpu/join-tokens", {})).status).toBe(403);
     expect((await t.admin.post("/v1/targets/nowhere/join-tokens", {})).status).toBe(404);
-    const refusedKind = await t.admin.post("/v1/targets", { name: "cloud", kind: "modal" });
-    expect(refusedKind.status).toBe(400);
-    expect(refusedKind.body.error.message).toBe("target kind modal is not available yet");
+    // A target refused at creation (modal without its token) takes no join tokens: it does not exist.
+    const refused = await t.admin.post("/v1/targets", { name: "cloud", kind: "modal" });
+    expect(refused.status).toBe(400);
+    expect(refused.body.error.message).toBe(
+      TargetMessages.missingCredential("modal", "token_id", "MODAL_TOKEN_ID"),
+    );
+    expect((await t.admin.post("/v1/targets/cloud/join-tokens", {})).status).toBe(404);
   });
 });

@@ -16,7 +16,7 @@ import {
 } from "./provisioned-driver.js";
 
 /** The hosted kinds denvd bridges to, with the provider's name. */
-export const BRIDGE_PROVIDERS = { e2b: "E2B", daytona: "Daytona", prime: "Prime" } as const;
+export const BRIDGE_PROVIDERS = { e2b: "E2B", daytona: "Daytona", prime: "Prime", modal: "Modal" } as const;
 export type BridgeKind = keyof typeof BRIDGE_PROVIDERS;
 
 /**
@@ -25,6 +25,8 @@ export type BridgeKind = keyof typeof BRIDGE_PROVIDERS;
  * provider runtime; packages/denvd/README.md). To the provisioned driver a bridge is a machine:
  * created with a single-use join token when the target is added (min 1, max 1), reconciled,
  * deleted with the target. The target's API key reaches the bridge in its environment only.
+ * (Modal's `base_url` is its server, which its SDK reads from MODAL_SERVER_URL: the bridge gets it
+ * as DENVD_PROVIDER_API_URL like the others' and sets that in its own process.)
  */
 export class BridgeDriver extends ProvisionedDriver {
   constructor(
@@ -42,11 +44,17 @@ export class BridgeDriver extends ProvisionedDriver {
     const canaries = [...(own ? [own] : []), ...(s.canaries ?? [])];
     return this.bridges.provider(target.name, {
       DENVD_PROVIDER: this.providerKind,
-      DENVD_PROVIDER_API_KEY: credential(target, credentials, "api_key"),
+      DENVD_PROVIDER_API_KEY: this.apiKey(target, credentials),
       ...(s.base_url ? { DENVD_PROVIDER_API_URL: s.base_url } : {}),
       ...(s.sandbox_url ? { DENVD_PROVIDER_SANDBOX_URL: s.sandbox_url } : {}),
       ...(canaries.length > 0 ? { DENVD_PROVIDER_CANARIES: canaries.join(",") } : {}),
     });
+  }
+
+  /** The bridge's key at its provider: Modal's is its token, id and secret joined by a colon. */
+  private apiKey(target: TargetRecord, credentials: Record<string, string>): string {
+    if (this.providerKind !== "modal") return credential(target, credentials, "api_key");
+    return `${credential(target, credentials, "token_id")}:${credential(target, credentials, "token_secret")}`;
   }
 
   protected costClass(): string {

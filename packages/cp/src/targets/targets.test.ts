@@ -84,7 +84,8 @@ describe("targets", () => {
     const available = r.body.kinds
       .filter((k: { available: boolean }) => k.available)
       .map((k: { kind: string }) => k.kind);
-    expect(available).toEqual(["hosts", "hetzner", "aws", "e2b", "daytona", "prime"]);
+    // Every kind has its driver: modal, the last one, through a bridge as e2b, daytona and prime.
+    expect(available).toEqual(TargetKindName.options);
   });
 
   it("bad settings and credentials are refused with one line naming them, and nothing is created", async () => {
@@ -122,16 +123,21 @@ describe("targets", () => {
       });
       expect([r.status, r.body.error.message]).toEqual([400, message]);
     }
-    const hosted = await t.admin.post("/v1/targets", {
+    // A hosted kind's credentials are checked as a provisioned one's: modal takes two, both needed
+    // (its bridge's key is the two joined), and a kind this control plane does not know is refused.
+    const modal = await t.admin.post("/v1/targets", {
       name: "bad",
       kind: "modal",
       settings: {},
-      credentials: { token_id: "modal_id", token_secret: "modal_secret" },
+      credentials: { token_id: "ak-modal_id" },
     });
-    expect([hosted.status, hosted.body.error.message]).toEqual([
+    expect([modal.status, modal.body.error.message]).toEqual([
       400,
-      ControlPlaneMessages.targetKindNotAvailable("modal"),
+      TargetMessages.missingCredential("modal", "token_secret", "MODAL_TOKEN_SECRET"),
     ]);
+    const unknown = await t.admin.post("/v1/targets", { name: "bad", kind: "lambda", settings: {} });
+    expect([unknown.status, unknown.body.error.code]).toEqual([400, "invalid_request"]);
+    expect(unknown.body.error.message).toMatch(/^invalid request: kind: /);
     expect((await t.admin.get("/v1/targets")).body.targets.map((x: { name: string }) => x.name)).toEqual([
       "local",
     ]);

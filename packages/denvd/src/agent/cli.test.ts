@@ -174,6 +174,14 @@ describe("denvd verbs", () => {
     const keylessRelease = await denvd(["release", "--provider", "e2b", "--state-dir", join(dir, "e")]);
     expect(keylessRelease.code).toBe(2);
     expect(keylessRelease.stderr.trim()).toBe(`denvd: ${DenvdMessages.providerKeyMissing("e2b")}`);
+    // Modal's key is its token's id and secret joined by a colon: one without is refused, unrepeated.
+    for (const verb of ["run", "release"]) {
+      const colonless = await denvd([verb, "--provider", "modal", "--state-dir", join(dir, "e")], {
+        DENVD_PROVIDER_API_KEY: "ak-only",
+      });
+      expect(colonless.code).toBe(2);
+      expect(colonless.stderr.trim()).toBe(`denvd: ${DenvdMessages.modalKeyMalformed()}`);
+    }
     const unknown = await denvd(["run", "--provider", "lambda"], { DENVD_PROVIDER_API_KEY: "k" });
     expect(unknown.code).toBe(2);
     expect(unknown.stderr).toContain("--provider / DENVD_PROVIDER");

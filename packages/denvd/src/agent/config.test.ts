@@ -1,6 +1,14 @@
 import { DenvdMessages } from "@denv/spec";
 import { describe, expect, it } from "vitest";
-import { ConfigError, insecureUrlRefusal, isLoopback, loadConfig, redact } from "../config.js";
+import {
+  ConfigError,
+  insecureUrlRefusal,
+  isLoopback,
+  loadConfig,
+  modalToken,
+  providerKeyRefusal,
+  redact,
+} from "../config.js";
 import { offeredMemory } from "./hello.js";
 
 describe("denvd configuration", () => {
@@ -69,6 +77,31 @@ describe("denvd configuration", () => {
     expect(() => loadConfig({ "provider-canary": ["nowhere"] }, {})).toThrow(
       /--provider-canary \/ DENVD_PROVIDER_CANARIES: must be IP:PORT/,
     );
+  });
+
+  it("takes Modal's token as TOKEN_ID:TOKEN_SECRET, and refuses a key of another form in one line", () => {
+    const modal = (key?: string) =>
+      loadConfig({ provider: "modal" }, key === undefined ? {} : { DENVD_PROVIDER_API_KEY: key });
+    const c = modal("ak-abc123:as-def456");
+    expect(providerKeyRefusal(c)).toBeUndefined();
+    expect(modalToken(c.providerApiKey as string)).toEqual({
+      tokenId: "ak-abc123",
+      tokenSecret: "as-def456",
+    });
+    expect(JSON.stringify(redact(c))).not.toContain("as-def456");
+    for (const key of ["ak-abc123", "ak-abc123:", ":as-def456", "ak-abc123:as-def456:x"]) {
+      const refusal = providerKeyRefusal(modal(key));
+      expect(refusal).toBe(
+        "refused: --provider modal takes DENVD_PROVIDER_API_KEY as TOKEN_ID:TOKEN_SECRET, your Modal token's id (ak-...) and its secret (as-...) joined by one colon; the key given is not of that form",
+      );
+      expect(refusal).toBe(DenvdMessages.modalKeyMalformed());
+    }
+    expect(providerKeyRefusal(modal())).toBe(DenvdMessages.providerKeyMissing("modal"));
+    // Another provider's key is its own: no colon needed.
+    expect(
+      providerKeyRefusal(loadConfig({ provider: "prime" }, { DENVD_PROVIDER_API_KEY: "pit_k" })),
+    ).toBeUndefined();
+    expect(providerKeyRefusal(loadConfig({}, {}))).toBeUndefined();
   });
 
   it("refuses plain http:// to another machine in one line naming the URL and the flag", () => {

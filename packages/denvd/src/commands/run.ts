@@ -1,8 +1,16 @@
+import { DenvError } from "@denv/spec/errors";
 import { DenvdMessages, ExitCodes } from "@denv/spec/messages";
 import { startDaemon } from "../agent/daemon.js";
 import { readHostFile } from "../agent/host-file.js";
 import type { Log } from "../agent/log.js";
-import { type DenvdConfig, insecureUrlRefusal, parseListen, redact } from "../config.js";
+import {
+  type DenvdConfig,
+  insecureUrlRefusal,
+  modalToken,
+  parseListen,
+  providerKeyRefusal,
+  redact,
+} from "../config.js";
 import { DockerHostRuntime } from "../runtime/docker-host-runtime.js";
 import type { HostRuntime } from "../runtime/host-runtime.js";
 import { Runtime } from "../runtime/runtime.js";
@@ -13,9 +21,8 @@ import type { Output } from "./output.js";
  * reconciles the journal, dials the control plane and serves commands until SIGTERM/SIGINT.
  */
 export async function run(config: DenvdConfig, out: Output, log: Log): Promise<number> {
-  if (config.provider && !config.providerApiKey) {
-    return out.fail(DenvdMessages.providerKeyMissing(config.provider), ExitCodes.usage);
-  }
+  const keyRefusal = providerKeyRefusal(config);
+  if (keyRefusal) return out.fail(keyRefusal, ExitCodes.usage);
   const host = await readHostFile(config.stateDir).catch((err: Error) => err);
   if (host instanceof Error) return out.fail(host.message);
   const url = config.url ?? host.url;
@@ -74,6 +81,19 @@ export async function openProvider(
   log: (line: string) => void,
 ): Promise<HostRuntime & { release(): Promise<{ removed: string[] }> }> {
   const egressCanaries = config.providerCanaries.flatMap((c) => parseListen(c) ?? []);
+  if (config.provider === "modal") {
+    const token = modalToken(config.providerApiKey as string);
+    if (!token) throw new DenvError("invalid_request", DenvdMessages.modalKeyMalformed());
+    const { ModalRuntime } = await import("../providers/modal/modal-runtime.js");
+    return ModalRuntime.open({
+      hostId,
+      stateDir: config.stateDir,
+      // The provider's API URL is Modal's server, as its SDK's MODAL_SERVER_URL.
+      connection: { ...token, ...(config.providerApiUrl ? { serverUrl: config.providerApiUrl } : {}) },
+      egressCanaries,
+      log,
+    });
+  }
   if (config.provider === "prime") {
     const { PrimeRuntime } = await import("../providers/prime/prime-runtime.js");
     return PrimeRuntime.open({

@@ -42,6 +42,26 @@ export interface SandboxOps {
   readText(user: SandboxUser, path: string): Promise<string | undefined>;
 }
 
+/** Exit code of readTextAs's script when the file is not there. */
+const NO_FILE = 3;
+
+/**
+ * A file's text read by `cat` run through `run` (as the user it runs as, where the provider's
+ * file API takes no user); undefined when there is no such file; another failure is a `docker`
+ * error naming the path and the command's stderr.
+ */
+export async function readTextAs(
+  run: (argv: string[]) => Promise<{ exitCode: number; stdout: Buffer; stderr: Buffer }>,
+  provider: string,
+  path: string,
+): Promise<string | undefined> {
+  const r = await run(["/bin/sh", "-c", `[ -f "$1" ] || exit ${NO_FILE}; cat -- "$1"`, "sh", path]);
+  if (r.exitCode === NO_FILE) return undefined;
+  if (r.exitCode !== 0)
+    throw new DenvError("docker", `${provider}: reading ${path}: ${r.stderr.toString().trim()}`);
+  return r.stdout.toString("utf8");
+}
+
 export interface SandboxGrade {
   user: SandboxUser;
   submission: SubmissionEntry[];

@@ -1,4 +1,4 @@
-import type { Plan, Version } from "@denv/spec";
+import type { AgentPlan, EgressProbe, HostEnvironment, Plan, Version } from "@denv/spec";
 
 /** What a provider runtime records of a version, as far as the protocol reports it. */
 export interface SandboxVersion {
@@ -30,5 +30,63 @@ export function sandboxVersion(hostId: string, v: SandboxVersion, snapshot: stri
     sizes: { layer_bytes: 0, volume_bytes: 0 },
     timings: v.timings,
     created_at: v.createdAt,
+  };
+}
+
+/** What a provider runtime records of an environment, as far as the protocol reports it. */
+export interface SandboxEnvironment {
+  id: string;
+  project: string;
+  name: string;
+  sandboxId: string;
+  parentVersion?: string;
+  plan: Plan;
+  agent: AgentPlan;
+  probe: EgressProbe | { skipped: string };
+}
+
+/** How one provider's sandbox is reported: what isolates it, what it was made from, how long that took. */
+export interface SandboxFacts {
+  /** The provider's name, as the placement says it. */
+  provider: string;
+  /** The provider's network setting that isolates the sandbox, as the evidence names it. */
+  policy: string;
+  /** True when that setting shuts the sandbox's egress. */
+  internal: boolean;
+  stopped?: boolean;
+  /** The image the service was asked from, and what the sandbox was made of (template, snapshot). */
+  image: string;
+  imageId: string;
+  timings: HostEnvironment["evidence"]["timings"];
+}
+
+/**
+ * An environment as the protocol reports it: one sandbox of a hosted provider, no network of
+ * denv's (the provider's setting is what isolates it), no volumes.
+ */
+export function sandboxEnvironment(
+  hostId: string,
+  rec: SandboxEnvironment,
+  f: SandboxFacts,
+): HostEnvironment {
+  const svc = rec.plan.agent.service;
+  return {
+    id: rec.id,
+    project: rec.project,
+    name: rec.name,
+    status: f.stopped ? "stopped" : "running",
+    ...(rec.parentVersion ? { parent_version: rec.parentVersion } : {}),
+    agent: rec.agent,
+    services: [{ name: svc, container_id: rec.sandboxId, image: f.image, image_id: f.imageId }],
+    network: { id: rec.sandboxId, name: f.policy, subnet: "", gateway: "" },
+    evidence: {
+      placement: { host: hostId, reason: `a bridge to ${f.provider}: one sandbox per environment` },
+      network: { name: f.policy, subnet: "", internal: f.internal },
+      volumes: { method: "none", from: rec.parentVersion ?? null },
+      images: { [svc]: f.imageId },
+      timings: f.timings,
+      probe: rec.probe,
+      egress: { mode: rec.plan.egress },
+    },
   };
 }

@@ -43,6 +43,14 @@ export abstract class SandboxRuntime<
     );
   }
 
+  /** Refuses (`conflict`) stop or start on a provider that has no pause. */
+  protected refuseNoPause(verb: "stop" | "start"): never {
+    throw new DenvError(
+      "conflict",
+      ProviderMessages.unsupportedVerb(this.provider, verb, ProviderMessages.noPause(this.provider)),
+    );
+  }
+
   /** Refuses (`conflict`) an id the host already holds an environment under. */
   protected async refuseExisting(id: string, message: string): Promise<void> {
     if (await this.records.getEnvironment(id)) throw new DenvError("conflict", message);

@@ -76,9 +76,15 @@ export const DenvdMessages = {
   /** `denvd run --provider` without the user's key at the provider. */
   providerKeyMissing: (provider: string) =>
     `refused: --provider ${provider} needs the API key of your ${provider} account in DENVD_PROVIDER_API_KEY (never a flag: flags show in the process list)`,
+  /**
+   * `denvd run|release --provider modal` with a key that is not Modal's token as TOKEN_ID:TOKEN_SECRET
+   * (the key itself is never repeated: it is a secret).
+   */
+  modalKeyMalformed: () =>
+    "refused: --provider modal takes DENVD_PROVIDER_API_KEY as TOKEN_ID:TOKEN_SECRET, your Modal token's id (ak-...) and its secret (as-...) joined by one colon; the key given is not of that form",
   /** `denvd release` on a host that bridges to no provider. */
   releaseNeedsProvider: () =>
-    "refused: release is for a bridge (--provider e2b, daytona or prime): it removes what the bridge holds at its provider; a host of denv's own runtime has its environments destroyed through the control plane",
+    "refused: release is for a bridge (--provider e2b, daytona, prime or modal): it removes what the bridge holds at its provider; a host of denv's own runtime has its environments destroyed through the control plane",
   insecureUrl: (url: string) =>
     `refused: ${url} is plain http:// to a machine other than this one, so the join token and the host credential would cross the network unencrypted; use https://, or pass --insecure (DENVD_INSECURE=1) to accept it`,
 } as const;

@@ -379,18 +379,14 @@ export class ModalRuntime
     );
   }
 
+  /** Refused: Modal has no pause. */
   async stop(_envId: string): Promise<HostEnvironment> {
-    throw new DenvError(
-      "conflict",
-      ProviderMessages.unsupportedVerb(PROVIDER, "stop", ProviderMessages.noPause(PROVIDER)),
-    );
+    this.refuseNoPause("stop");
   }
 
+  /** Refused: Modal has no pause. */
   async start(_envId: string): Promise<HostEnvironment> {
-    throw new DenvError(
-      "conflict",
-      ProviderMessages.unsupportedVerb(PROVIDER, "start", ProviderMessages.noPause(PROVIDER)),
-    );
+    this.refuseNoPause("start");
   }
 
   // ---------------------------------------------------------------- what the host holds

@@ -1,9 +1,9 @@
-import { DenvError, type HostEnvironment, type HostVerifyResult, type Version } from "@denv/spec";
+import type { HostEnvironment, HostVerifyResult, Version } from "@denv/spec";
 import type { Sandbox } from "modal";
 import type { VerifyOptions } from "../../runtime/verify-environment.js";
 import type { SandboxUser } from "../e2b/sandbox-user.js";
 import { verifyOnFork } from "../fork-verify.js";
-import type { SandboxOps } from "../sandbox-grade.js";
+import { readTextAs, type SandboxOps } from "../sandbox-grade.js";
 import { killAllBut } from "../sandbox-procs.js";
 import { execInModal, type ModalUser, modalUser } from "./modal-exec.js";
 import { putModalFiles, readModalArchive } from "./modal-files.js";
@@ -20,9 +20,6 @@ export interface ModalEpisode {
   fork(versionId: string, opts: { name: string; command: string }): Promise<HostEnvironment>;
   destroy(envId: string): Promise<void>;
 }
-
-/** Exit code of readText's script when the file is not there. */
-const NO_FILE = 3;
 
 /**
  * How the grade reaches a Modal sandbox: everything runs inside it through Modal's API, each
@@ -41,12 +38,8 @@ export function modalOps(sb: Sandbox): SandboxOps {
     putFiles: async (user, dir, archive) => putModalFiles(sb, await as(user), dir, archive),
     exec: async (user, cwd, o) => modal(async () => execInModal(sb, await as(user), cwd, o)),
     readText: async (user, path) => {
-      const script = `[ -f "$1" ] || exit ${NO_FILE}; cat -- "$1"`;
-      const r = await execInModal(sb, await as(user), "/", { cmd: ["/bin/sh", "-c", script, "sh", path] });
-      if (r.exitCode === NO_FILE) return undefined;
-      if (r.exitCode !== 0)
-        throw new DenvError("docker", `${PROVIDER}: reading ${path}: ${r.stderr.toString().trim()}`);
-      return r.stdout.toString("utf8");
+      const as_ = await as(user);
+      return readTextAs((cmd) => execInModal(sb, as_, "/", { cmd }), PROVIDER, path);
     },
   };
 }

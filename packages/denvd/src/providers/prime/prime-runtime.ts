@@ -316,18 +316,14 @@ export class PrimeRuntime
     );
   }
 
+  /** Refused: Prime has no pause. */
   async stop(_envId: string): Promise<HostEnvironment> {
-    throw new DenvError(
-      "conflict",
-      ProviderMessages.unsupportedVerb(PROVIDER, "stop", ProviderMessages.noPause(PROVIDER)),
-    );
+    this.refuseNoPause("stop");
   }
 
+  /** Refused: Prime has no pause. */
   async start(_envId: string): Promise<HostEnvironment> {
-    throw new DenvError(
-      "conflict",
-      ProviderMessages.unsupportedVerb(PROVIDER, "start", ProviderMessages.noPause(PROVIDER)),
-    );
+    this.refuseNoPause("start");
   }
 
   // ---------------------------------------------------------------- what the host holds

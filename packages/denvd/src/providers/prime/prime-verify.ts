@@ -1,7 +1,7 @@
-import { DenvError, type HostEnvironment, type HostVerifyResult, type Version } from "@denv/spec";
+import type { HostEnvironment, HostVerifyResult, Version } from "@denv/spec";
 import type { VerifyOptions } from "../../runtime/verify-environment.js";
 import { verifyOnFork } from "../fork-verify.js";
-import type { SandboxOps } from "../sandbox-grade.js";
+import { readTextAs, type SandboxOps } from "../sandbox-grade.js";
 import { killAllBut } from "../sandbox-procs.js";
 import { execInPrime } from "./prime-exec.js";
 import { putPrimeFiles, readPrimeArchive } from "./prime-files.js";
@@ -19,9 +19,6 @@ export interface PrimeEpisode {
   destroy(envId: string): Promise<void>;
 }
 
-/** Exit code of readText's script when the file is not there. */
-const NO_FILE = 3;
-
 /**
  * How the grade reaches a Prime sandbox: everything runs inside it through Prime's API (the
  * command session as the user asked, the file API for the passwd), nothing of the image's on
@@ -36,16 +33,12 @@ export function primeOps(host: PrimeHost, sandboxId: string): SandboxOps {
     readArchive: (user, path) => provider(() => readPrimeArchive(api, sandboxId, user.name, path)),
     putFiles: (user, dir, archive) => provider(() => putPrimeFiles(api, sandboxId, user.name, dir, archive)),
     exec: (user, cwd, o) => provider(() => execInPrime(api, sandboxId, user.name, cwd, o)),
-    readText: async (user, path) => {
-      const script = `[ -f "$1" ] || exit ${NO_FILE}; cat -- "$1"`;
-      const r = await provider(() =>
-        api.runCommand(sandboxId, ["/bin/sh", "-c", script, "sh", path], { user: user.name, cwd: "/" }),
-      );
-      if (r.exitCode === NO_FILE) return undefined;
-      if (r.exitCode !== 0)
-        throw new DenvError("docker", `${PROVIDER}: reading ${path}: ${r.stderr.toString().trim()}`);
-      return r.stdout.toString("utf8");
-    },
+    readText: (user, path) =>
+      readTextAs(
+        (argv) => provider(() => api.runCommand(sandboxId, argv, { user: user.name, cwd: "/" })),
+        PROVIDER,
+        path,
+      ),
   };
 }
 
