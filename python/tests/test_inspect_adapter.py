@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -136,6 +138,20 @@ def test_settings_from_a_compose_config(fake: FakeControlPlane) -> None:
     cfg = ComposeConfig.model_validate({"services": {"default": {"image": "python:3.12"}}})
     s = resolve_settings(cfg)
     assert b"python:3.12" in dict(s.extra_files)["compose.yaml"]
+
+
+def test_a_compose_configs_folder_is_removed_when_the_process_exits() -> None:
+    # The generated compose file deploys from an empty folder of the process's own; none is left.
+    script = (
+        "from denv.inspect._config import _empty_folder\n"
+        "p = _empty_folder('t')\n"
+        "assert p.is_dir() and _empty_folder('t') == p\n"
+        "print(p)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    folder = Path(run.stdout.strip())
+    assert folder.name.startswith("denv-inspect-")
+    assert not folder.exists()
 
 
 def test_settings_need_a_compose_file(fake: FakeControlPlane) -> None:

@@ -202,12 +202,9 @@ describe("full stack: CLI -> control plane -> denvd -> Docker", () => {
       path.join(dir, "compose.yaml"),
       'services:\n  main:\n    image: debian:bookworm-slim\n    command: ["sleep", "infinity"]\nx-denv:\n  kind: service\n  egress: allow\n',
     );
-    const d = await stack.json<{ status: string; error?: { message: string } }>([
-      "deploy",
-      dir,
-      "--project",
-      "escalate",
-    ]);
+    const d = await stack
+      .json<{ status: string; error?: { message: string } }>(["deploy", dir, "--project", "escalate"])
+      .finally(() => rmSync(dir, { recursive: true, force: true }));
     expect(d.status).toBe("failed");
     expect(d.error?.message).toBe(HostRefusals.kindMismatch("escalate", "rl-environment", "service"));
     const envs = await stack.json<{ environments: unknown[] }>(["env", "list", "escalate"]);

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
 import hashlib
 import json
 import logging
 import os
 import re
+import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -159,9 +161,12 @@ _generated_dirs: dict[str, Path] = {}
 
 
 def _empty_folder(tag: str) -> Path:
-    # A generated compose file (from a ComposeConfig) deploys from an otherwise empty folder.
+    # A generated compose file (from a ComposeConfig) deploys from an otherwise empty folder,
+    # removed when the process exits.
     if tag not in _generated_dirs:
-        _generated_dirs[tag] = Path(tempfile.mkdtemp(prefix="denv-inspect-"))
+        path = Path(tempfile.mkdtemp(prefix="denv-inspect-"))
+        atexit.register(shutil.rmtree, path, ignore_errors=True)
+        _generated_dirs[tag] = path
     return _generated_dirs[tag]
 
 
