@@ -17,6 +17,8 @@ export class NetworkClient {
     subnet: string;
     gateway: string;
     labels: Record<string, string>;
+    /** The driver's options (`com.docker.network.bridge.*`). */
+    options?: Record<string, string>;
   }): Promise<NetworkInfo> {
     try {
       const net = await this.api().createNetwork({
@@ -25,6 +27,7 @@ export class NetworkClient {
         Internal: opts.internal,
         CheckDuplicate: true,
         Labels: opts.labels,
+        ...(opts.options ? { Options: opts.options } : {}),
         IPAM: { Driver: "default", Config: [{ Subnet: opts.subnet, Gateway: opts.gateway }] },
       });
       const info = await this.info(net.id);
@@ -81,9 +84,12 @@ export class NetworkClient {
     }
   }
 
-  async connect(network: string, container: string): Promise<void> {
+  /** Connects a container; `aliases` are names the network's DNS resolves to it. */
+  async connect(network: string, container: string, aliases?: string[]): Promise<void> {
     try {
-      await this.api().getNetwork(network).connect({ Container: container });
+      await this.api()
+        .getNetwork(network)
+        .connect({ Container: container, ...(aliases ? { EndpointConfig: { Aliases: aliases } } : {}) });
     } catch (err) {
       throw engineError(err, `connect ${container} to ${network}`);
     }

@@ -147,6 +147,59 @@ describe("PrimeApi against the Prime double", { timeout: 90_000 }, () => {
     expect((await api.runCommand(b, probe)).exitCode).toBe(0);
   });
 
+  it("makes a private network as Prime reads its bodies: rules, team, members and their tags", async () => {
+    const rules = [{ from: "tag:agent", to: "tag:db", ports: [5432, 7777] }];
+    const net = await api.createNetwork({ name: "api-lan", rules, teamId: "team-api" });
+    expect(net).toEqual({ id: net.id, name: "api-lan", members: [], rules });
+    // The double reads `team_id` only: the team went in snake_case.
+    expect(double.server.networks.get(net.id).teamId).toBe("team-api");
+    expect(double.server.requests).toContain("POST /api/v1/sandbox/networks");
+    await api.putNetworkMember(net.id, a, ["db"]);
+    await api.putNetworkMember(net.id, b, ["agent"]);
+    await api.putNetworkMember(net.id, b, ["agent", "grader"]);
+    const every = [{ from: "*", to: "*", ports: [7777] }];
+    await api.setNetworkRules(net.id, every);
+    expect(await api.getNetwork(net.id)).toEqual({
+      id: net.id,
+      name: "api-lan",
+      members: [
+        { sandboxId: a, tags: ["db"] },
+        { sandboxId: b, tags: ["agent", "grader"] },
+      ],
+      rules: every,
+    });
+    // a's listener (above) by its name on the network.
+    const probe = `timeout 5 bash -c 'echo hi > /dev/tcp/${a}.sandbox.internal/7777'`;
+    expect((await api.runCommand(b, probe)).exitCode).toBe(0);
+    await api.removeNetworkMember(net.id, b);
+    expect((await api.getNetwork(net.id)).members.map((m) => m.sandboxId)).toEqual([a]);
+    await api.deleteNetwork(net.id);
+    await expect(api.getNetwork(net.id)).rejects.toThrow(
+      `Prime getNetwork failed: HTTP 404: Network ${net.id} not found`,
+    );
+  });
+
+  it("maps the network API's refusals to PrimeApiError: the call, the status, Prime's words", async () => {
+    const refused = await api.deleteNetwork("nope").catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(PrimeApiError);
+    expect(refused).toMatchObject({ call: "deleteNetwork", status: 404 });
+    await expect(api.putNetworkMember("nope", a, [])).rejects.toThrow(
+      "Prime putNetworkMember failed: HTTP 404: Network nope not found",
+    );
+    await expect(api.removeNetworkMember("nope", a)).rejects.toThrow(
+      "Prime removeNetworkMember failed: HTTP 404: Network nope not found",
+    );
+    await expect(api.setNetworkRules("nope", [])).rejects.toThrow(
+      "Prime setNetworkRules failed: HTTP 404: Network nope not found",
+    );
+    await expect(api.createNetwork({ name: "", rules: [] })).rejects.toThrow(
+      "Prime createNetwork failed: HTTP 422: name is required",
+    );
+    await expect(
+      api.createNetwork({ name: "api-bad", rules: [{ from: "agent", to: "*", ports: [80] }] }),
+    ).rejects.toThrow('Prime createNetwork failed: HTTP 422: rules[0].from must be "*" or "tag:<name>"');
+  });
+
   it("refuses to delete a running sandbox's newest checkpoint; deletes sandboxes, then it", async () => {
     await expect(api.deleteCheckpoint(checkpoint)).rejects.toThrow(
       /Prime deleteCheckpoint failed: HTTP 409: .*active tip/,

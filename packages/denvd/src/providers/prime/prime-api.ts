@@ -8,15 +8,23 @@ import {
 import {
   EgressPolicyStatus,
   GatewayGrant,
+  type NetworkRule,
   PrimeCheckpoint,
   PrimeCheckpointList,
+  PrimeNetwork,
   PrimeSandbox,
   PrimeSandboxList,
   UploadReceipt,
 } from "./prime-schemas.js";
 
 export type { CommandOptions, CommandResult } from "./prime-command-session.js";
-export type { PrimeCheckpoint, PrimeSandbox, PrimeSandboxList } from "./prime-schemas.js";
+export type {
+  NetworkRule,
+  PrimeCheckpoint,
+  PrimeNetwork,
+  PrimeSandbox,
+  PrimeSandboxList,
+} from "./prime-schemas.js";
 
 const PRIME_API_URL = "https://api.primeintellect.ai/api/v1";
 /** A cached gateway grant is renewed this long before it expires (the SDK's margin too). */
@@ -239,6 +247,41 @@ export class PrimeApi {
         );
       await new Promise((r) => setTimeout(r, delay));
     }
+  }
+
+  /**
+   * A private network. Without `rules` no member reaches another until setNetworkRules allows it;
+   * members reach each other at `<sandbox-id>.sandbox.internal`.
+   */
+  async createNetwork(r: { name: string; rules: NetworkRule[]; teamId?: string }): Promise<PrimeNetwork> {
+    const body = { name: r.name, team_id: r.teamId, rules: r.rules };
+    return this.call("createNetwork", "POST", "/sandbox/networks", PrimeNetwork, body);
+  }
+
+  /** A private network with its rules and members. */
+  async getNetwork(id: string): Promise<PrimeNetwork> {
+    return this.call("getNetwork", "GET", `/sandbox/networks/${enc(id)}`, PrimeNetwork);
+  }
+
+  /** Replaces the network's rules: directed, allow-only, by tag selectors and TCP ports. */
+  async setNetworkRules(id: string, rules: NetworkRule[]): Promise<void> {
+    await this.call("setNetworkRules", "PUT", `/sandbox/networks/${enc(id)}/rules`, undefined, { rules });
+  }
+
+  /** Adds a RUNNING sandbox to the network with `tags`, or replaces the tags of a member. */
+  async putNetworkMember(networkId: string, sandboxId: string, tags: string[]): Promise<void> {
+    const path = `/sandbox/networks/${enc(networkId)}/members/${enc(sandboxId)}`;
+    await this.call("putNetworkMember", "PUT", path, undefined, { tags });
+  }
+
+  async removeNetworkMember(networkId: string, sandboxId: string): Promise<void> {
+    const path = `/sandbox/networks/${enc(networkId)}/members/${enc(sandboxId)}`;
+    await this.call("removeNetworkMember", "DELETE", path);
+  }
+
+  /** Deletes the network: its members no longer reach each other through it. */
+  async deleteNetwork(id: string): Promise<void> {
+    await this.call("deleteNetwork", "DELETE", `/sandbox/networks/${enc(id)}`);
   }
 
   /** One gateway call with the sandbox's grant, renewed once if the gateway refuses it. */

@@ -151,3 +151,31 @@ export const EgressPolicyStatus = z.object({
   policy: z.object({ allowlist: z.array(z.string()).nullish(), denylist: z.array(z.string()).nullish() }),
   applied: z.boolean(),
 });
+
+/** A rule of a private network: members tagged `from` may open TCP connections to `to`'s ports. */
+const NetworkRule = z.object({ from: z.string(), to: z.string(), ports: z.array(z.number()) });
+export type NetworkRule = z.output<typeof NetworkRule>;
+
+/**
+ * A private network's answer. Only `id` and `name` are documented for sure: its rules and members
+ * (camelCase, as the sandbox answers) are read when present in the shape the double sends, and
+ * otherwise read as none rather than failing the call over fields the client only reports.
+ */
+export const PrimeNetwork = z
+  .object({
+    id: z.string(),
+    name: z.string(),
+    rules: z.array(NetworkRule).nullish().catch(null),
+    members: z
+      .array(z.object({ sandboxId: z.string(), tags: z.array(z.string()).nullish() }))
+      .nullish()
+      .catch(null),
+  })
+  .transform((n) => ({
+    id: n.id,
+    name: n.name,
+    members: (n.members ?? []).map((m) => ({ sandboxId: m.sandboxId, tags: m.tags ?? [] })),
+    /** Selectors are `*` (every member) or `tag:<name>`. */
+    rules: n.rules ?? [],
+  }));
+export type PrimeNetwork = z.output<typeof PrimeNetwork>;

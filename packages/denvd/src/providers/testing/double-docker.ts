@@ -39,12 +39,20 @@ export class DoubleDocker {
     this.docker = new DockerClient(socketPath);
   }
 
-  /** A bridge network on a free /24 of 10.200-249.x; `internal` ones have no route out. */
-  async createNetwork(name: string, internal: boolean): Promise<string> {
+  /**
+   * A bridge network on a free /24 of 10.200-249.x; `internal` ones have no route out. `options`
+   * are the bridge driver's (`com.docker.network.bridge.*`).
+   */
+  async createNetwork(name: string, internal: boolean, options?: Record<string, string>): Promise<string> {
     const pool = `10.${200 + randomInt(50)}.0.0/16`;
     return onFreeSubnet(this.docker.networks, pool, async ({ subnet, gateway }) => {
-      return (await this.docker.networks.create({ name, internal, subnet, gateway, labels: this.labels })).id;
+      const labels = this.labels;
+      return (await this.docker.networks.create({ name, internal, subnet, gateway, labels, options })).id;
     });
+  }
+
+  async removeNetwork(id: string): Promise<void> {
+    await this.docker.networks.remove(id);
   }
 
   /**
@@ -83,10 +91,13 @@ export class DoubleDocker {
     return id;
   }
 
-  /** Moves a container to another network (leaving the one it was on). */
-  async moveNetwork(container: string, from: string, to: string): Promise<void> {
-    await this.docker.networks.disconnect(from, container);
-    await this.docker.networks.connect(to, container);
+  /** Connects a container to a network, where the network's DNS resolves `aliases` to it. */
+  async joinNetwork(container: string, network: string, aliases?: string[]): Promise<void> {
+    await this.docker.networks.connect(network, container, aliases);
+  }
+
+  async leaveNetwork(container: string, network: string): Promise<void> {
+    await this.docker.networks.disconnect(network, container);
   }
 
   /** Starts a process as `docker exec` does; output reaches the callbacks as the engine frames it. */

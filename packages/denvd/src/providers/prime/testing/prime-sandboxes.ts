@@ -48,6 +48,8 @@ export interface SandboxEnv {
   localImage(dockerImage: string): string | undefined;
   /** A checkpoint's image and source image, when it is durable. */
   restorable(checkpointId: string): { image: string; dockerImage: string } | undefined;
+  /** Whether the sandbox is a member of a private network (prime-networks.ts). */
+  onPrivateNetwork(sandboxId: string): boolean;
 }
 
 /** Only an allowlist with no entry shuts a sandbox off: the double has no per-host filter. */
@@ -162,7 +164,7 @@ export class Sandboxes {
         ...(sb.startCommand ? { start: sb.startCommand } : {}),
         env: { ...sb.environmentVars, ...sb.secrets },
         labels: { "ai.denv.prime.sandbox": sb.id },
-        network: shut(sb.egress) ? this.env.networks.internal : this.env.networks.open,
+        network: this.networkOf(sb.egress),
         cpu: sb.cpuCores,
         memoryGiB: sb.memoryGB,
       });
@@ -252,15 +254,28 @@ export class Sandboxes {
     };
     if ((policy.allowlist === null) === (policy.denylist === null))
       throw new ApiError(422, "exactly one of allowlist or denylist must be set");
-    if (shut(policy) !== shut(sb.egress)) {
-      const { open, internal } = this.env.networks;
-      const [from, to] = shut(policy) ? [open, internal] : [internal, open];
-      await this.env.docker.moveNetwork(sb.container, from, to);
-    }
+    if (shut(policy) !== shut(sb.egress)) await this.moveEgress(sb, sb.container, policy);
     sb.egress = policy;
     sb.egressGeneration += 1;
     sb.updatedAt = now();
     return this.egress(id);
+  }
+
+  /** The network a policy puts a sandbox on: the open one, or the internal one (`none`) if shut. */
+  networkOf(p: EgressPolicy): string {
+    return shut(p) ? this.env.networks.internal : this.env.networks.open;
+  }
+
+  /**
+   * Moves the container from the network of one policy to that of the other. Docker's `none`
+   * stands beside no other network, so a member of a private network is kept off it (those
+   * networks reach nothing outside either).
+   */
+  private async moveEgress(sb: Sandbox, container: string, to: EgressPolicy): Promise<void> {
+    const moves = (network: string) => network !== "none" || !this.env.onPrivateNetwork(sb.id);
+    const [left, joined] = [this.networkOf(sb.egress), this.networkOf(to)];
+    if (moves(left)) await this.env.docker.leaveNetwork(container, left);
+    if (moves(joined)) await this.env.docker.joinNetwork(container, joined);
   }
 
   /** The running sandbox's container, or the gateway's answer for one that is not. */

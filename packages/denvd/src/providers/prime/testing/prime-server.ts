@@ -6,6 +6,7 @@ import { ApiError } from "./prime-api-error.js";
 import { Checkpoints } from "./prime-checkpoints.js";
 import { Gateway } from "./prime-gateway.js";
 import { Images } from "./prime-images.js";
+import { Networks } from "./prime-networks.js";
 import { Sandboxes } from "./prime-sandboxes.js";
 
 /**
@@ -17,16 +18,20 @@ import { Sandboxes } from "./prime-sandboxes.js";
  * images built through the image API (prime-images.ts; the context is PUT to
  * /uploads/builds/{id} on this listener, as to Prime's presigned URL). One created with an empty
  * `network_allowlist` (or set so by PUT egress-policy) has no network (Docker's `none`) and
- * reaches nothing. Everything it makes in Docker carries LABELS plus `ai.denv.prime.server=<id>`;
- * close() removes all of it.
+ * reaches nothing. A private network (prime-networks.ts) is a Docker network of its own that only
+ * its members reach, each other at `<sandbox-id>.sandbox.internal`: the double enforces who is a
+ * member, not the network's rules (tags and ports), which it stores and answers. Everything it
+ * makes in Docker carries LABELS plus `ai.denv.prime.server=<id>`; close() removes all of it.
  *
  * API routes: POST/GET /sandbox, GET/DELETE /sandbox/{id}, POST /sandbox/status:batchGet,
  * POST /sandbox/{id}/auth, GET /sandbox/{id}/error-context, GET/PUT /sandbox/{id}/egress-policy,
  * POST/GET/DELETE /sandbox/{id}/checkpoints, GET/DELETE /sandbox/checkpoints/{id},
- * POST /sandbox/checkpoints:batchGet, POST /images/build (Dockerfile builds; `source_image`
- * transfers are refused), POST /images/build/{id}/start, GET /images/build/{id}, GET /images.
- * POST /sandbox takes `checkpoint_id` instead of `docker_image` to restore a durable checkpoint.
- * Not served (404): LAN networks, SSH sessions, logs, bulk delete, background-job batches,
+ * POST /sandbox/checkpoints:batchGet, POST /sandbox/networks (201), GET/DELETE
+ * /sandbox/networks/{id}, PUT /sandbox/networks/{id}/rules, PUT/DELETE
+ * /sandbox/networks/{id}/members/{sandbox_id}, POST /images/build (Dockerfile builds;
+ * `source_image` transfers are refused), POST /images/build/{id}/start, GET /images/build/{id},
+ * GET /images. POST /sandbox takes `checkpoint_id` instead of `docker_image` to restore a durable
+ * checkpoint. Not served (404): SSH sessions, logs, bulk delete, background-job batches,
  * volumes, image updates and deletes; on the gateway, the Connect, List, Update and StreamInput
  * RPCs and PTYs. Sandboxes live until deleted (no timeout_minutes).
  */
@@ -42,6 +47,11 @@ export interface PrimeServerOptions {
 
 type Body = Record<string, unknown>;
 
+/** An answer sent with 201 Created rather than 200. */
+class Created {
+  constructor(readonly body: object) {}
+}
+
 export class PrimeServer {
   readonly id = randomBytes(4).toString("hex");
   readonly docker: DoubleDocker;
@@ -49,13 +59,15 @@ export class PrimeServer {
   readonly checkpoints: Checkpoints;
   readonly gateway: Gateway;
   readonly images: Images;
+  readonly networks: Networks;
   /** The user id the API key stands for: personal images are `<it>/<name>:<tag>`. */
   readonly userId: string;
   /** Every API request served, as "METHOD /path" (no query), in order. */
   readonly requests: string[] = [];
   /** The SDK's base URL (PRIME_API_BASE_URL): the API is under its /api/v1. */
   url = "";
-  private readonly networks = { open: "", internal: "" };
+  /** The networks sandboxes with and without egress run on. */
+  private readonly egressNetworks = { open: "", internal: "" };
   private readonly servers: Server[] = [];
 
   constructor(private readonly options: PrimeServerOptions) {
@@ -71,13 +83,15 @@ export class PrimeServer {
     this.sandboxes = new Sandboxes({
       docker: this.docker,
       serverId: this.id,
-      networks: this.networks,
+      networks: this.egressNetworks,
       localImage: (ref) =>
         Object.hasOwn(options.images, ref) ? options.images[ref] : this.images.local(ref),
       restorable: (id) => this.checkpoints.restorable(id),
+      onPrivateNetwork: (id) => this.networks.isMember(id),
     });
     this.checkpoints = new Checkpoints(this.docker, this.sandboxes, `denv-prime-${this.id}`);
     this.gateway = new Gateway(this.docker, this.sandboxes);
+    this.networks = new Networks({ docker: this.docker, serverId: this.id, sandboxes: this.sandboxes });
   }
 
   get labels(): Record<string, string> {
@@ -85,10 +99,10 @@ export class PrimeServer {
   }
 
   async start(): Promise<this> {
-    this.networks.open = await this.docker.createNetwork(`denv-prime-${this.id}-open`, false);
+    this.egressNetworks.open = await this.docker.createNetwork(`denv-prime-${this.id}-open`, false);
     // Not an `internal` network: a container on one still reaches the host's own addresses (the
     // engine filters forwarding only), where an egress canary listens; "none" reaches nothing.
-    this.networks.internal = "none";
+    this.egressNetworks.internal = "none";
     this.url = await this.listen((req, res, body) => this.handle(req, res, body));
     this.gateway.url = await this.listen((req, res, body) => this.gateway.handle(req, res, body));
     return this;
@@ -103,6 +117,7 @@ export class PrimeServer {
     await this.sandboxes.settle();
     await this.checkpoints.settle();
     await this.images.settle();
+    await this.networks.settle();
     await this.docker.removeAll();
   }
 
@@ -160,8 +175,8 @@ export class PrimeServer {
         res.writeHead(204);
         return void res.end();
       }
-      res.writeHead(200, { "content-type": "application/json" });
-      res.end(JSON.stringify(reply));
+      res.writeHead(reply instanceof Created ? 201 : 200, { "content-type": "application/json" });
+      res.end(JSON.stringify(reply instanceof Created ? reply.body : reply));
     } catch (e) {
       if (!(e instanceof ApiError)) throw e;
       res.writeHead(e.status, { "content-type": "application/json" });
@@ -188,6 +203,8 @@ export class PrimeServer {
     body: Body,
   ): Promise<object | undefined> {
     const { sandboxes, checkpoints } = this;
+    const networks = /^\/networks(?=\/|$)/;
+    if (networks.test(path)) return this.networkRoute(method, path.replace(networks, ""), body);
     const route = `${method} ${path.replace(/^\/[^/]+/, (seg) => (seg.includes(":") ? seg : "/{id}"))}`;
     const id = decodeURIComponent(path.split("/")[1] ?? "");
     const sub = decodeURIComponent(path.split("/")[2] ?? "");
@@ -203,7 +220,7 @@ export class PrimeServer {
       case "GET /{id}":
         return sandboxes.json(sandboxes.get(id));
       case "DELETE /{id}":
-        return sandboxes.delete(id);
+        return this.deleteSandbox(id);
       case "POST /{id}/auth":
         return this.gateway.auth(id);
       case "GET /{id}/error-context":
@@ -218,6 +235,36 @@ export class PrimeServer {
         return checkpoints.list(id, q.get("checkpoint_id"));
       case "DELETE /{id}/checkpoints":
         return checkpoints.deleteOfSandbox(id);
+    }
+    throw new ApiError(404, "Not Found");
+  }
+
+  /** DELETE /sandbox/{id}: its container goes, and with it its place in private networks. */
+  private async deleteSandbox(id: string): Promise<object> {
+    const reply = await this.sandboxes.delete(id);
+    this.networks.forget(id);
+    return reply;
+  }
+
+  /** One call of the private networks' API (the part of the path after /sandbox/networks). */
+  private async networkRoute(method: string, path: string, body: Body): Promise<object | undefined> {
+    const { networks } = this;
+    const [, id = "", , sandbox = ""] = path.split("/").map(decodeURIComponent);
+    const route = `${method} ${path.replace(/^\/[^/]+/, "/{id}").replace(/\/members\/[^/]+$/, "/members/{sandbox}")}`;
+    switch (route) {
+      case "POST ":
+      case "POST /":
+        return new Created(networks.json(await networks.create(body)));
+      case "GET /{id}":
+        return networks.json(networks.get(id));
+      case "DELETE /{id}":
+        return void (await networks.delete(id));
+      case "PUT /{id}/rules":
+        return networks.setRules(id, body);
+      case "PUT /{id}/members/{sandbox}":
+        return networks.putMember(id, sandbox, body);
+      case "DELETE /{id}/members/{sandbox}":
+        return void (await networks.removeMember(id, sandbox));
     }
     throw new ApiError(404, "Not Found");
   }
