@@ -63,6 +63,7 @@ describe("docs/reference/protections.md lists every exact string", () => {
       ProviderMessages.agentWritesSystem("<service>", "<user>", "<path>"),
       ProviderMessages.paused("<provider>", "<environment>", "<how>"),
       ProviderMessages.agentAsVerifier("<service>", "<user>", 1001),
+      ProviderMessages.agentServiceOnly("<provider>", "<service>", "<agent service>"),
     ]) {
       expect(doc).toContain(line);
     }

@@ -116,14 +116,16 @@ export const TARGET_KINDS: Record<TargetKindName, TargetKindSpec> = {
   prime: {
     family: "hosted",
     available: true,
-    // A bridge (denvd --provider prime): one sandbox per environment from an image Prime's image
-    // API builds of its one service; commands and files run as any user of the image (Prime's
-    // command sessions take a user), the agent's resolved through the passwd; a version is a
-    // Prime checkpoint (the root filesystem, no processes), a fork a sandbox restored from it,
-    // its service started anew. No pause (Prime has none), no tunnels, one service (Prime's
-    // private networks later). Egress control is an empty network allowlist, probed from inside
-    // each sandbox; the evidence names Prime.
-    capabilities: { ...DENVD, multi_service: false, pause: false, port_tunnels: false },
+    // A bridge (denvd --provider prime): one sandbox per service from an image Prime's image API
+    // builds of it, the services' sandboxes members of a Prime private network of the
+    // environment's own (each reached by its service name, on the ports it exposes); commands and
+    // files run as any user of the agent service's image (Prime's command sessions take a user),
+    // the agent's resolved through the passwd; a version is a Prime checkpoint of each sandbox
+    // (root filesystems, no processes), taken with every service's processes stopped (Prime has
+    // no pause: denvd stops them itself), a fork sandboxes restored from them, services started
+    // anew. No pause of a running environment, no tunnels, no volumes. Egress control is an empty
+    // network allowlist, probed from inside the agent's sandbox; the evidence names Prime.
+    capabilities: { ...DENVD, pause: false, port_tunnels: false },
     enforcedBy: "prime",
   },
 };

@@ -1,4 +1,5 @@
-import { ProviderMessages, TargetMessages } from "@denv/spec";
+import { ProviderMessages } from "@denv/spec";
+import { Labels } from "@denv/spec/labels";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import {
   type PrimeDouble,
@@ -10,14 +11,15 @@ import { cli, repo, run, type Stack, startStack } from "./stack.js";
 
 /**
  * A target of kind prime on the real stack (`denv up`), against the Prime double (Prime's API and
- * gateway on 127.0.0.1, sandboxes as real containers on this machine's engine, reached by the
- * bridge the control plane starts): how-to/connect-a-target.md's prime block runs as written
- * (examples/quickstart-single built by Prime's image API and deployed as one sandbox, graded 0
- * then 1 in a fork's sandbox as uid 1001, stop refused, a sandbox of the project made, the target
- * removed with everything its bridge made); a file of two services is refused at placement for
- * what Prime lacks, creating nothing. quickstart-single's Dockerfile installs python3, so the
- * double's image builds get the engine's default network (Debian's package mirrors, as the E2B
- * and Daytona doubles' builds of it); the sandboxes reach nothing.
+ * gateway on 127.0.0.1, sandboxes as real containers on this machine's engine, private networks
+ * as Docker networks with no address of the host's, reached by the bridge the control plane
+ * starts): how-to/connect-a-target.md's prime block runs as written (the whole examples/quickstart,
+ * its app, db and verifier images built by Prime's image API, deployed as a sandbox per service on
+ * a private network, graded 0 then 1 by the verifier in a sandbox of its own image on the fork's
+ * network as uid 1001, stop refused, a sandbox of the project made, the target removed with
+ * everything its bridge made). The quickstart's Dockerfiles install Debian packages, so the
+ * double's image builds get the engine's default network (Debian's package mirrors, as the E2B and
+ * Daytona doubles' builds); the sandboxes reach nothing outside their network.
  */
 let stack: Stack;
 let double: PrimeDouble;
@@ -60,29 +62,15 @@ it("how-to/connect-a-target.md's prime block runs as written: the bridge joins, 
         return hosts.some((h) => h.target === "prm" && h.status === "online");
       });
     }
-    if (line.startsWith("denv deploy")) expect(liveSandboxes()).toBe(1);
+    if (line.startsWith("denv deploy")) {
+      // A sandbox per service, on one private network of the environment's.
+      expect(liveSandboxes()).toBe(2);
+      expect(double.server.networks.all.size).toBe(1);
+    }
     if (line.startsWith("denv env stop")) {
       expect(r.stderr).toContain(
         ProviderMessages.unsupportedVerb("Prime", "stop", ProviderMessages.noPause("Prime")),
       );
-    }
-    if (i === 1) {
-      // The place of a target that cannot run two services: refused before anything is made.
-      expect((await stack.denv(["projects", "create", "shop2"])).code).toBe(0);
-      const two = await stack.denv([
-        "deploy",
-        `${repo}/examples/quickstart`,
-        "--project",
-        "shop2",
-        "--target",
-        "prm",
-      ]);
-      expect(two.code).toBe(1);
-      expect(two.stderr).toContain(
-        TargetMessages.capabilityMissing("prm", "prime", "multi_service", "a file of 2 services needs"),
-      );
-      expect(liveSandboxes()).toBe(0);
-      expect(double.server.images.builds.size).toBe(0);
     }
   }
   expect(transcript).toMatch(/^\$ denv exec shop-prm\/alpha -- id -u\n1000\n/m);
@@ -90,11 +78,20 @@ it("how-to/connect-a-target.md's prime block runs as written: the bridge joins, 
     (m) => m[1],
   );
   expect(rewards, transcript).toEqual(["0", "1"]);
+  // The app resolves db at its member's address on the network; the verifier ran in its own sandbox.
+  expect(transcript).toMatch(/^\$ denv exec shop-prm\/alpha -- getent hosts db\n\S+ +db\n/m);
+  // Each verify graded in a sandbox of the verifier's own image, none of a service's.
+  const made = [...double.server.sandboxes.all.values()];
+  const of = (role: string) => made.filter((s) => s.labels.includes(`${Labels.role}=${role}`));
+  const serviceImages = new Set(of("service").map((s) => s.dockerImage));
+  expect(of("verifier")).toHaveLength(2);
+  for (const v of of("verifier")) expect(serviceImages.has(v.dockerImage)).toBe(false);
   expect(transcript).toMatch(/^status +graded$/m);
   expect(transcript).toMatch(/^\$ denv sandboxes create shop-prm --ttl 600\nid +shop-prm\/sbx-[a-z0-9]+\n/m);
   // Removing the target gave back everything its bridge made at Prime: no sandbox, no checkpoint.
   expect(liveSandboxes()).toBe(0);
   expect([...double.server.checkpoints.all.keys()]).toEqual([]);
+  expect(double.server.networks.all.size).toBe(0);
   const { hosts } = await stack.json<{ hosts: Array<{ target: string }> }>(["hosts", "list"]);
   expect(hosts.filter((h) => h.target === "prm")).toEqual([]);
 }, 400_000);

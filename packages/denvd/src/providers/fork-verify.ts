@@ -44,6 +44,11 @@ export interface ForkEpisode {
     forkId: string,
     command: string,
   ): Promise<{ ops: SandboxOps; sandboxId: string; image: string; from: string; release(): Promise<void> }>;
+  /**
+   * Whether the verifier gets a sandbox of its own though it reaches the services (a provider
+   * whose sandboxes share a network: Prime's, when the verifier has an image of its own).
+   */
+  ownVerifierSandbox?(plan: Plan): boolean;
 }
 
 /**
@@ -107,10 +112,11 @@ export async function verifyOnFork(
     let submission: CollectedSubmission | undefined;
     try {
       submission = await collectSubmission(forked.ops, vplan.submission);
-      // A verifier that reads only files gets a sandbox of its own; one that reaches the
-      // services shares the fork's, as a uid of its own.
-      if (vplan.services === false && episode.verifierSandbox)
-        own = await episode.verifierSandbox(fork.id, command);
+      // A verifier that reads only files gets a sandbox of its own, so does one of an image of its
+      // own where the provider joins it to the fork's network; else it shares the fork's
+      // sandbox, as a uid of its own.
+      const ownSandbox = vplan.services === false || episode.ownVerifierSandbox?.(forked.rec.plan) === true;
+      if (ownSandbox && episode.verifierSandbox) own = await episode.verifierSandbox(fork.id, command);
       grade = await gradeInSandbox(own?.ops ?? forked.ops, {
         verifier: vplan,
         agentUid: own ? undefined : forked.rec.agentUid,

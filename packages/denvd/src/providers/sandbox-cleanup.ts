@@ -41,8 +41,10 @@ export interface CleanupProvider<E, V> {
   exists(sandboxId: string): Promise<boolean>;
   /** The snapshots named as this host's versions, recorded or not. */
   versionSnapshots(): Promise<ProviderSnapshot[]>;
-  sandboxOf(rec: E): string;
-  snapshotOf(v: V): string;
+  /** The sandbox an environment's record names (or, one per service, every one). */
+  sandboxOf(rec: E): string | readonly string[];
+  /** The snapshot a version's record names (or, one per service, every one). */
+  snapshotOf(v: V): string | readonly string[];
   environmentReport(hostId: string, rec: E): HostEnvironment;
   versionReport(hostId: string, v: V): Version;
 }
@@ -57,7 +59,7 @@ export async function collectGarbage<E, V>(
   host: CleanupHost<E, V>,
   p: CleanupProvider<E, V>,
 ): Promise<{ removed: string[] }> {
-  const owned = new Set((await host.records.environments()).map((r) => p.sandboxOf(r)));
+  const owned = new Set((await host.records.environments()).flatMap((r) => p.sandboxOf(r)));
   const removed: string[] = [];
   const errors: unknown[] = [];
   for (const sbx of await p.sandboxes({ [Labels.host]: host.hostId })) {
@@ -68,7 +70,7 @@ export async function collectGarbage<E, V>(
       (e: unknown) => errors.push(e),
     );
   }
-  const kept = new Set((await host.records.versions()).map((v) => p.snapshotOf(v)));
+  const kept = new Set((await host.records.versions()).flatMap((v) => p.snapshotOf(v)));
   for (const s of await p.versionSnapshots()) {
     if (kept.has(s.key)) continue;
     await s.remove().then(
@@ -97,7 +99,7 @@ export async function settleCommand<E extends { command: string; id: string }, V
     case "env.restore": {
       const made = (await host.records.environments()).filter((r) => r.command === command.id);
       const rec = made[0];
-      if (made.length === 1 && rec && (await p.exists(p.sandboxOf(rec)))) {
+      if (made.length === 1 && rec && (await allExist(p, [p.sandboxOf(rec)].flat()))) {
         return { done: true, result: p.environmentReport(host.hostId, rec) };
       }
       for (const r of made) await host.records.deleteEnvironment(r.id);
@@ -115,4 +117,10 @@ export async function settleCommand<E extends { command: string; id: string }, V
     default:
       return { done: false, rolledBack: false };
   }
+}
+
+/** Whether every one of the sandboxes is still there. */
+async function allExist<E, V>(p: CleanupProvider<E, V>, ids: readonly string[]): Promise<boolean> {
+  for (const id of ids) if (!(await p.exists(id))) return false;
+  return true;
 }

@@ -65,3 +65,32 @@ done`;
   if (survivors > 0) throw new DenvError("agent_survived", Protection.agentSurvived(survivors));
   return { killed: Number(m[1]), survivors };
 }
+
+/**
+ * Sends `signal` (STOP or CONT), as root in the sandbox, to every process not in `keep`: STOP in
+ * three rounds (what forked between a listing and its signal is caught by the next), CONT in one.
+ * A multi-sandbox snapshot's frozen window: every sandbox stopped before the first checkpoint,
+ * resumed after the last.
+ */
+export async function signalAllBut(
+  asRoot: AsRoot,
+  keep: readonly string[],
+  signal: "STOP" | "CONT",
+): Promise<void> {
+  const rounds = signal === "STOP" ? 3 : 1;
+  await asRoot(
+    `${PROCS}
+base=" $DENV_KEEP "; round=0
+while [ "$round" -lt ${rounds} ]; do
+  found=""
+  for e in $(procs); do
+    case "$base" in *" $e "*) continue;; esac
+    found="$found \${e%%:*}"
+  done
+  [ -n "$found" ] && kill -${signal} $found 2>/dev/null
+  round=$((round + 1))
+done
+true`,
+    { DENV_KEEP: keep.join(" ") },
+  );
+}

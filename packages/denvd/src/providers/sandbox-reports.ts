@@ -16,7 +16,13 @@ export interface SandboxVersion {
  * A version as the protocol reports it: the provider's snapshot (`snapshot`, its id or name) of
  * one sandbox, captured by `method`. Providers do not say how large a snapshot is.
  */
-export function sandboxVersion(hostId: string, v: SandboxVersion, snapshot: string, method: string): Version {
+export function sandboxVersion(
+  hostId: string,
+  v: SandboxVersion,
+  snapshot: string,
+  method: string,
+  peers: Record<string, string> = {},
+): Version {
   return {
     id: v.id,
     project: v.project,
@@ -24,7 +30,7 @@ export function sandboxVersion(hostId: string, v: SandboxVersion, snapshot: stri
     host_id: hostId,
     source_environment: v.sourceEnvironment,
     ...(v.parentVersion ? { parent_version: v.parentVersion } : {}),
-    digests: { [v.plan.agent.service]: snapshot },
+    digests: { [v.plan.agent.service]: snapshot, ...peers },
     volumes: {},
     method,
     sizes: { layer_bytes: 0, volume_bytes: 0 },
@@ -58,6 +64,10 @@ export interface SandboxFacts {
   image: string;
   imageId: string;
   timings: HostEnvironment["evidence"]["timings"];
+  /** The other services' sandboxes (a provider with a network between them), by service name. */
+  peers?: Record<string, { sandboxId: string; image: string }>;
+  /** The provider's network between the services' sandboxes, when there are several. */
+  network?: { id: string; name: string };
 }
 
 /**
@@ -70,6 +80,14 @@ export function sandboxEnvironment(
   f: SandboxFacts,
 ): HostEnvironment {
   const svc = rec.plan.agent.service;
+  const peers = Object.entries(f.peers ?? {});
+  const services = [
+    { name: svc, container_id: rec.sandboxId, image: f.image, image_id: f.imageId },
+    ...peers.map(([name, p]) => ({ name, container_id: p.sandboxId, image: p.image, image_id: p.image })),
+  ];
+  const reason = f.network
+    ? `a bridge to ${f.provider}: one sandbox per service, on a private network of the environment's`
+    : `a bridge to ${f.provider}: one sandbox per environment`;
   return {
     id: rec.id,
     project: rec.project,
@@ -77,13 +95,13 @@ export function sandboxEnvironment(
     status: f.stopped ? "stopped" : "running",
     ...(rec.parentVersion ? { parent_version: rec.parentVersion } : {}),
     agent: rec.agent,
-    services: [{ name: svc, container_id: rec.sandboxId, image: f.image, image_id: f.imageId }],
-    network: { id: rec.sandboxId, name: f.policy, subnet: "", gateway: "" },
+    services,
+    network: { id: f.network?.id ?? rec.sandboxId, name: f.policy, subnet: "", gateway: "" },
     evidence: {
-      placement: { host: hostId, reason: `a bridge to ${f.provider}: one sandbox per environment` },
+      placement: { host: hostId, reason },
       network: { name: f.policy, subnet: "", internal: f.internal },
       volumes: { method: "none", from: rec.parentVersion ?? null },
-      images: { [svc]: f.imageId },
+      images: Object.fromEntries(services.map((s) => [s.name, s.image_id])),
       timings: f.timings,
       probe: rec.probe,
       egress: { mode: rec.plan.egress },

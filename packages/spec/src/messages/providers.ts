@@ -42,6 +42,9 @@ export const ProviderMessages = {
   /** The agent asks to act as the verifier's uid, where the verifier runs in the agent's sandbox. */
   agentAsVerifier: (service: string, user: string, uid: number) =>
     `refused: user '${user}' is uid ${uid} in service '${service}', the verifier's, whose grading runs in this sandbox; the agent never acts as the verifier (protection 2)`,
+  /** An exec or files call names a service of the environment other than the agent's, on a provider that runs each service in a sandbox of its own. */
+  agentServiceOnly: (provider: string, service: string, agentService: string) =>
+    `refused: ${provider} runs exec and files in the agent's service ('${agentService}') only, not in '${service}': its sandbox is the service's own, reached over the environment's private network`,
   /** An exec, files call, snapshot or verify of an environment whose sandbox is paused (`env stop`). */
   paused: (provider: string, environment: string, how = "paused") =>
     `refused: environment ${environment} is stopped (its ${provider} sandbox is ${how}); start it first (denv env start ${environment})`,

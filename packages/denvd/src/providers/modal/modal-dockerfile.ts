@@ -3,6 +3,7 @@ import { posix, relative, resolve, sep } from "node:path";
 import { gzipSync } from "node:zlib";
 import { DenvError, ProviderMessages } from "@denv/spec";
 import { type PackEntry, packEntries } from "../../files/tar-pack.js";
+import { instructions } from "../dockerfile-steps.js";
 
 /** How denv names Modal in what it says (ProviderMessages). */
 export const PROVIDER = "Modal";
@@ -107,38 +108,6 @@ export async function modalDockerfile(
 }
 
 /** One instruction: its keyword, its arguments with continuations joined, its text as written. */
-interface Instruction {
-  keyword: string;
-  args: string;
-  raw: string;
-}
-
-/** The file's instructions; comments, blank lines and parser directives dropped, continuations joined. */
-function instructions(text: string): Instruction[] {
-  const out: Instruction[] = [];
-  let raw: string[] = [];
-  let joined = "";
-  for (const line of text.split(/\r?\n/)) {
-    if (/^\s*#/.test(line) || (raw.length === 0 && line.trim() === "")) {
-      if (raw.length > 0) raw.push(line);
-      continue;
-    }
-    raw.push(line);
-    const cont = /\\\s*$/.test(line);
-    joined += `${cont ? line.replace(/\\\s*$/, "") : line} `;
-    if (cont) continue;
-    const m = /^\s*(\S+)\s*([\s\S]*)$/.exec(joined) ?? [];
-    out.push({ keyword: (m[1] ?? "").toUpperCase(), args: (m[2] ?? "").trim(), raw: raw.join("\n") });
-    raw = [];
-    joined = "";
-  }
-  if (raw.length > 0) {
-    const m = /^\s*(\S+)\s*([\s\S]*)$/.exec(joined) ?? [];
-    out.push({ keyword: (m[1] ?? "").toUpperCase(), args: (m[2] ?? "").trim(), raw: raw.join("\n") });
-  }
-  return out;
-}
-
 interface Copy {
   sources: string[];
   dest: string;

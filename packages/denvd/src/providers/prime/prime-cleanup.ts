@@ -10,7 +10,12 @@ import {
 import { PrimeApiError, type PrimeSandbox } from "./prime-api.js";
 import { type PrimeHost, provider } from "./prime-host.js";
 import { primeLabels } from "./prime-materialize.js";
-import type { PrimeEnvironmentRecord, PrimeVersionRecord } from "./prime-records.js";
+import {
+  checkpointsOf,
+  type PrimeEnvironmentRecord,
+  type PrimeVersionRecord,
+  sandboxesOf,
+} from "./prime-records.js";
 import { hostEnvironment, hostVersion } from "./prime-reports.js";
 
 /** Statuses Prime keeps a sandbox's record in after it is gone. */
@@ -35,6 +40,13 @@ function labelMap(labels: readonly string[]): Record<string, string> {
 /** Deletes a sandbox; one Prime no longer has is what was asked. */
 export async function deleteSandbox(host: PrimeHost, id: string): Promise<void> {
   await provider(() => host.api.deleteSandbox(id)).catch((e: unknown) => {
+    if (!(e instanceof DenvError && e.code === "not_found")) throw e;
+  });
+}
+
+/** Deletes a private network; one Prime no longer has is what was asked. */
+export async function deleteNetwork(host: PrimeHost, id: string): Promise<void> {
+  await provider(() => host.api.deleteNetwork(id)).catch((e: unknown) => {
     if (!(e instanceof DenvError && e.code === "not_found")) throw e;
   });
 }
@@ -91,8 +103,8 @@ function cleanup(host: PrimeHost): CleanupProvider<PrimeEnvironmentRecord, Prime
         () => false,
       ),
     versionSnapshots: () => checkpoints(host),
-    sandboxOf: (rec) => rec.sandboxId,
-    snapshotOf: (v) => v.checkpointId,
+    sandboxOf: sandboxesOf,
+    snapshotOf: checkpointsOf,
     environmentReport: hostEnvironment,
     versionReport: hostVersion,
   };
@@ -117,8 +129,8 @@ export async function releaseAll(
   runtime: { destroy(envId: string): Promise<void>; deleteVersion(versionId: string): Promise<void> },
 ): Promise<{ removed: string[] }> {
   const removed = await host.records.releaseRecorded(runtime, {
-    environment: (rec) => `sandbox ${rec.sandboxId}`,
-    version: (v) => `checkpoint ${v.checkpointId}`,
+    environment: (rec) => `sandbox ${sandboxesOf(rec).join(", ")}`,
+    version: (v) => `checkpoint ${checkpointsOf(v).join(", ")}`,
   });
   removed.push(...(await gc(host)).removed);
   return { removed };

@@ -92,7 +92,7 @@ describe("an environment's Prime sandbox", { timeout: 120_000 }, () => {
     const { rec } = await createEnvironment(
       host,
       base(plan, "alpha", image),
-      { dockerImage: image },
+      { app: { dockerImage: image } },
       undefined,
       noPhases,
     );
@@ -141,7 +141,7 @@ describe("an environment's Prime sandbox", { timeout: 120_000 }, () => {
     const { rec: fork } = await createEnvironment(
       host,
       { ...base(rec.plan, "fork", v.id), command: "fork-1" },
-      { checkpointId: v.checkpointId },
+      { app: { checkpointId: v.checkpointId } },
       v,
       noPhases,
     );
@@ -163,7 +163,13 @@ describe("an environment's Prime sandbox", { timeout: 120_000 }, () => {
     const { plan, image } = await project("pm-toor", "toor", " && useradd -o -u 0 -M toor");
     const before = await sandboxesOfHost();
     await expect(
-      createEnvironment(host, base(plan, "toor", image), { dockerImage: image }, undefined, noPhases),
+      createEnvironment(
+        host,
+        base(plan, "toor", image),
+        { app: { dockerImage: image } },
+        undefined,
+        noPhases,
+      ),
     ).rejects.toThrow(Protection.agentRoot("app"));
     expect(await sandboxesOfHost()).toEqual(before);
     expect(await host.records.getEnvironment("pm/toor")).toBeUndefined();
@@ -174,7 +180,13 @@ describe("an environment's Prime sandbox", { timeout: 120_000 }, () => {
     const { plan, image } = await project("pm-open", "agent", " && chmod 777 /usr/bin");
     const before = await sandboxesOfHost();
     await expect(
-      createEnvironment(host, base(plan, "open", image), { dockerImage: image }, undefined, noPhases),
+      createEnvironment(
+        host,
+        base(plan, "open", image),
+        { app: { dockerImage: image } },
+        undefined,
+        noPhases,
+      ),
     ).rejects.toThrow(ProviderMessages.agentWritesSystem("app", "agent", "/bin"));
     expect(await sandboxesOfHost()).toEqual(before);
   });

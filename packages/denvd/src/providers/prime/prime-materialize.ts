@@ -1,18 +1,22 @@
-import { DenvError, type EgressProbe, labelsFor, type Plan, Protection, ProviderMessages } from "@denv/spec";
-import type { PhaseListener } from "../../runtime/phase-listener.js";
-import { startCommands } from "../e2b/build-template.js";
-import { probeFromInside } from "../e2b/egress-probe.js";
 import {
-  lookupUser,
-  refuseEscalation,
-  refuseWritableSystem,
-  type SandboxUser,
-  SYSTEM_PATH,
-} from "../e2b/sandbox-user.js";
-import { type AsRoot, listBaseline } from "../sandbox-procs.js";
-import { waitHealthyWith } from "../service-health.js";
+  DenvError,
+  type EgressProbe,
+  labelsFor,
+  type Plan,
+  Protection,
+  ProviderMessages,
+  type ServicePlan,
+} from "@denv/spec";
+import type { PhaseListener } from "../../runtime/phase-listener.js";
+import type { ImageDefaults } from "../dockerfile-steps.js";
+import { probeFromInside } from "../e2b/egress-probe.js";
+import { lookupUser, refuseEscalation, refuseWritableSystem, type SandboxUser } from "../e2b/sandbox-user.js";
+import { listBaseline } from "../sandbox-procs.js";
 import { MAX_TIMEOUT_MINUTES, PROVIDER, type PrimeHost, provider } from "./prime-host.js";
+import { joinNetwork, needsNetwork } from "./prime-network.js";
 import type { PrimeEnvironmentRecord, PrimeVersionRecord } from "./prime-records.js";
+import { asRoot, runAs } from "./prime-shell.js";
+import { serviceStart, startService, waitHealthy } from "./prime-start.js";
 
 /** What an environment is before it has a sandbox. */
 export interface EnvironmentBase {
@@ -23,14 +27,15 @@ export interface EnvironmentBase {
   command: string;
   /** The built image's reference (a deploy) or the version id (a fork). */
   image: string;
+  /** What each service's Dockerfile runs (prime-start.ts), by service name. */
+  imageDefaults?: Record<string, ImageDefaults>;
+  /** The verifier's own image, when it is not the agent service's: its sandbox joins the network. */
+  verifierImage?: string;
   testsTar: string | undefined;
 }
 
 /** Where a sandbox starts from: a built image, or a version's checkpoint. */
 export type SandboxSource = { dockerImage: string } | { checkpointId: string };
-
-/** Where the service's output goes in the sandbox (the sandbox's own, not the agent's to read back). */
-const SERVICE_LOG = "/tmp/.denv-service.log";
 
 /** Prime's labels are strings: denv's key=value labels, one each. */
 export function primeLabels(labels: Record<string, string>): string[] {
@@ -38,78 +43,111 @@ export function primeLabels(labels: Record<string, string>): string[] {
 }
 
 /**
- * A sandbox for an environment, from an image (a deploy) or a checkpoint (a fork): created with
- * the environment's labels and, unless the file is a service project's that allows egress, an
- * empty egress allowlist. Then, before any command of the agent's: the agent's user resolved
- * through the sandbox's /etc/passwd (read by Prime's file API, denvd's own read, never by a
- * binary of the image) and root refused, so is a sudo or su without a password, and so is a
+ * An environment's sandboxes, one per service, from images (a deploy) or checkpoints (a fork),
+ * `sources` by service name: each created with the environment's labels and, unless the file is
+ * a service project's that allows egress, an empty egress allowlist; with several services, joined
+ * to a private network of their own (prime-network.ts: each service's `expose` open to the
+ * others, each reached by its name). Then, before any command of the agent's: the agent's user
+ * resolved through its sandbox's /etc/passwd (read by Prime's file API, denvd's own read, never
+ * by a binary of the image) and root refused, so is a sudo or su without a password, and so is a
  * system directory the agent could write (root runs programs from there to grade; protection 1
- * and 2); the service's command started as its compose user and its healthcheck waited for; the
- * egress probe run from inside as the agent, against the policy Prime reports (protection 5). A
- * failure deletes what it created.
+ * and 2); each service's command started as its compose user, dependencies first, each
+ * healthcheck waited for; the egress probe run from inside the agent's sandbox as the agent,
+ * against the policy Prime reports (protection 5). A failure deletes what it created.
  */
 export async function createEnvironment(
   host: PrimeHost,
   base: EnvironmentBase,
-  from: SandboxSource,
+  sources: Record<string, SandboxSource>,
   version: PrimeVersionRecord | undefined,
   phase: PhaseListener,
 ): Promise<{ rec: PrimeEnvironmentRecord }> {
   const { plan, command } = base;
-  const service = plan.services[0];
-  if (!service) throw new DenvError("invalid_request", `project ${plan.name} has no service`);
+  const agentService = plan.services.find((s) => s.name === plan.agent.service);
+  if (!agentService)
+    throw new DenvError("invalid_request", `project ${plan.name} has no service ${plan.agent.service}`);
   const networkAccess = plan.egress === "allow";
   const started = Date.now();
   phase.start("place");
   phase.end("place", { host: host.hostId }, version ? "restore" : "start");
   host.inFlight.add(command);
-  let sandboxId: string | undefined;
+  const made = new Map<string, string>();
+  let networkId: string | undefined;
   try {
-    const made = await provider(() =>
-      host.api.createSandbox({
-        name: `denv-${base.project}-${base.name}`
-          .toLowerCase()
-          .replace(/[^a-z0-9-]/g, "-")
-          .slice(0, 63),
-        ...from,
-        env: service.environment,
-        labels: primeLabels(
-          labelsFor({
-            host: host.hostId,
-            project: base.project,
-            environment: base.id,
-            role: "service",
-            command,
-            service: service.name,
+    await Promise.all(
+      plan.services.map(async (service) => {
+        const source = sources[service.name];
+        if (!source)
+          throw new DenvError("invalid_request", `service '${service.name}' has no image or checkpoint`);
+        const from = source;
+        const sb = await provider(() =>
+          host.api.createSandbox({
+            name: `denv-${base.project}-${base.name}-${service.name}`
+              .toLowerCase()
+              .replace(/[^a-z0-9-]/g, "-")
+              .slice(0, 63),
+            ...from,
+            env: service.environment,
+            labels: primeLabels(
+              labelsFor({
+                host: host.hostId,
+                project: base.project,
+                environment: base.id,
+                role: "service",
+                command,
+                service: service.name,
+              }),
+            ),
+            networkAccess,
+            // Prime sizes a sandbox in whole cores and GiB: the service's limits, rounded up.
+            cpuCores: Math.max(1, Math.ceil(service.resources.cpus)),
+            memoryGB: Math.max(1, Math.ceil(service.resources.memoryBytes / 1024 ** 3)),
+            timeoutMinutes: host.timeoutMinutes ?? MAX_TIMEOUT_MINUTES,
+            idempotencyKey: `${command}-${service.name}`,
           }),
-        ),
-        networkAccess,
-        timeoutMinutes: host.timeoutMinutes ?? MAX_TIMEOUT_MINUTES,
-        idempotencyKey: command,
+        );
+        made.set(service.name, sb.id);
+        await provider(() => host.api.waitRunning(sb.id));
       }),
     );
-    sandboxId = made.id;
-    const id = made.id;
-    await provider(() => host.api.waitRunning(id));
+    const sandboxOf = (service: string) => made.get(service) as string;
+    const id = sandboxOf(agentService.name);
     const created = Date.now();
     if (version) phase.end("restore", { version: version.id, method: "prime-checkpoint" }, "start");
+    if (needsNetwork(plan, base.verifierImage !== undefined)) {
+      await joinNetwork(host, base, plan, made, (network) => {
+        networkId = network;
+      });
+    }
     const passwd = (await provider(() => host.api.downloadFile(id, "/etc/passwd"))).toString("utf8");
     const agent = lookupUser(passwd, plan.agent.user, PROVIDER);
     const asAgent = runAs(host, id, agent.name);
     if (plan.kind === "rl-environment") {
-      if (agent.uid === 0) throw new DenvError("agent_root", Protection.agentRoot(service.name));
-      await refuseEscalation(asAgent, agent, service.name);
-      await refuseWritableSystem(asAgent, agent, service.name);
+      if (agent.uid === 0) throw new DenvError("agent_root", Protection.agentRoot(agentService.name));
+      await refuseEscalation(asAgent, agent, agentService.name);
+      await refuseWritableSystem(asAgent, agent, agentService.name);
     }
     // A verifier that reaches the services grades in this sandbox: its uid is not the agent's to
     // act as. One whose user the sandbox lacks cannot run here (its verify says so).
     const sharing =
       plan.kind === "rl-environment" && plan.verifier?.services !== false ? plan.verifier : undefined;
     const verifierUid = sharing ? uidOf(passwd, sharing.user) : undefined;
-    await startService(host, id, service);
-    phase.end("start", { containers: { [service.name]: id } });
+    // What each sandbox runs before its service: never frozen by a snapshot (several services).
+    const systemProcs: Record<string, string[]> = {};
+    if (plan.services.length > 1) {
+      for (const sandbox of made.values())
+        systemProcs[sandbox] = await provider(() => listBaseline(asRoot(host, sandbox)));
+    }
+    // Dependencies first (the plan's order), each healthy before what depends on it starts.
     const healthStart = Date.now();
-    await waitHealthy(host, id, service);
+    for (const service of plan.services) {
+      const sandbox = sandboxOf(service.name);
+      await volumeFolders(host, sandbox, service);
+      const start = serviceStart(service, base.imageDefaults?.[service.name] ?? {});
+      if (start) await startService(host, sandbox, service, start);
+      await waitHealthy(host, sandbox, service, start);
+    }
+    phase.end("start", { containers: Object.fromEntries(made) });
     // What runs now is the service's and Prime's: whatever is not, later, is the agent's.
     const baseline = await provider(() => listBaseline(asRoot(host, id)));
     const probeStart = Date.now();
@@ -117,7 +155,7 @@ export async function createEnvironment(
     if (networkAccess) probe = { skipped: "egress is allowed (a service project)" };
     else {
       phase.start("probe");
-      probe = await probeEgress(host, id, agent, service.name);
+      probe = await probeEgress(host, id, agent, agentService.name);
       if (!probe.ok) {
         throw new DenvError("egress_leak", Protection.egressLeak(base.id, probe.findings[0] ?? "unknown"));
       }
@@ -125,10 +163,24 @@ export async function createEnvironment(
     }
     const done = Date.now();
     const { testsTar, ...named } = base;
+    const peers = Object.fromEntries(
+      [...made]
+        .filter(([service]) => service !== agentService.name)
+        .map(([service, sandboxId]) => {
+          const from = sources[service];
+          return [
+            service,
+            { sandboxId, image: from && "dockerImage" in from ? from.dockerImage : base.image },
+          ];
+        }),
+    );
     const rec: PrimeEnvironmentRecord = {
       ...named,
       ...(testsTar ? { testsTar } : {}),
       sandboxId: id,
+      ...(Object.keys(peers).length > 0 ? { peers } : {}),
+      ...(networkId ? { networkId } : {}),
+      ...(plan.services.length > 1 ? { systemProcs } : {}),
       agent: plan.agent,
       agentName: agent.name,
       agentUid: agent.uid,
@@ -149,86 +201,35 @@ export async function createEnvironment(
     await host.records.putEnvironment(rec);
     return { rec };
   } catch (err) {
-    if (sandboxId) {
-      const id = sandboxId;
-      await host.api
-        .deleteSandbox(id)
-        .catch((e: unknown) => host.log(`${base.id}: could not delete ${id}: ${String(e)}`));
-    }
+    await removeAll(host, base.id, [...made.values()], networkId);
     throw err;
   } finally {
     host.inFlight.delete(command);
   }
 }
 
-/** A shell script in the sandbox as `user`, from /: its stdout, whatever its exit. */
-export function runAs(host: PrimeHost, sandboxId: string, user: string): (script: string) => Promise<string> {
-  return async (script) =>
-    (
-      await provider(() => host.api.runCommand(sandboxId, ["/bin/sh", "-c", script], { user, cwd: "/" }))
-    ).stdout.toString("utf8");
-}
-
 /**
- * A script run as root inside the sandbox with SYSTEM_PATH (none of it the agent's to write): its
- * stdout; a failure is a `docker` error with its stderr.
+ * The folders a service's named volumes are on its sandbox's disk (check-plan.ts: each volume is
+ * one service's), made as root where the image has none, as Docker makes a mount point.
  */
-export function asRoot(host: PrimeHost, sandboxId: string): AsRoot {
-  return async (script, env) => {
-    const r = await provider(() =>
-      host.api.runCommand(sandboxId, ["/bin/sh", "-c", `export PATH=${SYSTEM_PATH}; ${script}`], {
-        user: "root",
-        cwd: "/",
-        ...(env ? { env } : {}),
-      }),
-    );
-    if (r.exitCode !== 0)
-      throw new DenvError("docker", `${PROVIDER}: ${r.stderr.toString().trim() || `exit ${r.exitCode}`}`);
-    return r.stdout.toString("utf8");
-  };
-}
-
-/**
- * The service's command (compose `command`), started in the background as the service's compose
- * user (the image's when it has none, as the engine would), in its working_dir, detached from the
- * command session that started it; a service without one runs nothing of its own.
- */
-async function startService(
-  host: PrimeHost,
-  sandboxId: string,
-  service: Plan["services"][number],
-): Promise<void> {
-  const start = startCommands(service);
-  if (!start) return;
-  const r = await provider(() =>
-    host.api.runCommand(
-      sandboxId,
-      ["/bin/sh", "-c", `nohup /bin/sh -c "$1" >${SERVICE_LOG} 2>&1 </dev/null &`, "sh", start.startCmd],
-      {
-        ...(service.user !== undefined ? { user: service.user } : {}),
-        cwd: service.workingDir ?? "/",
-      },
-    ),
+async function volumeFolders(host: PrimeHost, sandboxId: string, service: ServicePlan): Promise<void> {
+  if (service.volumes.length === 0) return;
+  await asRoot(host, sandboxId)(
+    `printf '%s\\n' "$DENV_DIRS" | while IFS= read -r d; do [ -d "$d" ] || mkdir -p -- "$d"; done`,
+    { DENV_DIRS: service.volumes.map((v) => v.target).join("\n") },
   );
-  if (r.exitCode !== 0) {
-    throw new DenvError(
-      "docker",
-      `service '${service.name}' could not start: ${r.stderr.toString().trim() || `exit ${r.exitCode}`}`,
-    );
-  }
 }
 
-/** Runs the service's healthcheck until it passes (service-health.ts), as the service's compose user. */
-function waitHealthy(host: PrimeHost, sandboxId: string, service: Plan["services"][number]): Promise<void> {
-  return waitHealthyWith(service, async (script) => {
-    const r = await provider(() =>
-      host.api.runCommand(sandboxId, ["/bin/sh", "-c", script], {
-        ...(service.user !== undefined ? { user: service.user } : {}),
-        cwd: service.workingDir ?? "/",
-      }),
-    );
-    return { exitCode: r.exitCode, output: r.stdout.toString() + r.stderr.toString() };
-  });
+/** Deletes sandboxes and a network a failed create made; what fails is logged, not thrown. */
+async function removeAll(
+  host: PrimeHost,
+  envId: string,
+  sandboxes: string[],
+  networkId?: string,
+): Promise<void> {
+  const log = (what: string) => (e: unknown) => host.log(`${envId}: could not delete ${what}: ${String(e)}`);
+  if (networkId) await host.api.deleteNetwork(networkId).catch(log(`network ${networkId}`));
+  await Promise.all(sandboxes.map((id) => host.api.deleteSandbox(id).catch(log(id))));
 }
 
 /** The egress probe from inside the sandbox, as the agent, against the host's canaries (protection 5). */

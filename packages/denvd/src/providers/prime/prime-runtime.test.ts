@@ -264,7 +264,7 @@ describe("PrimeRuntime on the Prime double", { timeout: 60_000 }, () => {
     expect(liveSandboxes()).toHaveLength(1);
   });
 
-  it("refuses stop and start (Prime has no pause), and a file of several services before anything is made", async () => {
+  it("refuses stop and start (Prime has no pause), and a volume two services share before anything is made", async () => {
     const noPause = ProviderMessages.noPause("Prime");
     expect((await refusal(rt.stop(ENV))).message).toBe(
       ProviderMessages.unsupportedVerb("Prime", "stop", noPause),
@@ -274,12 +274,16 @@ describe("PrimeRuntime on the Prime double", { timeout: 60_000 }, () => {
     );
     const sandboxes = double.server.sandboxes.all.size;
     const builds = double.server.images.builds.size;
-    const two = await project(
-      "two",
-      'services:\n  main:\n    build: .\n  db:\n    build: .\nx-denv:\n  agent: { user: "1000" }\n',
+    const shared = await project(
+      "shared",
+      'services:\n  main:\n    build: .\n    volumes: [data:/data]\n  db:\n    build: .\n    volumes: [data:/data]\nvolumes:\n  data: {}\nx-denv:\n  agent: { service: main, user: "1000" }\n',
     );
-    expect((await refusal(rt.deploy({ project: "two", projectDir: two }))).message).toBe(
-      ProviderMessages.lacks("Prime", "multi_service", "a file of 2 services needs"),
+    expect((await refusal(rt.deploy({ project: "shared", projectDir: shared }))).message).toBe(
+      ProviderMessages.lacks(
+        "Prime",
+        "shared volumes",
+        "volume 'data' of services main, db needs (each service's sandbox has a disk of its own)",
+      ),
     );
     expect(double.server.sandboxes.all.size).toBe(sandboxes);
     expect(double.server.images.builds.size).toBe(builds);

@@ -20,7 +20,7 @@ import { Locks } from "../../runtime/locks.js";
 import { noPhases, type PhaseListener } from "../../runtime/phase-listener.js";
 import type { DeployRequest } from "../../runtime/runtime.js";
 import type { VerifyOptions } from "../../runtime/verify-environment.js";
-import { checkPlan } from "../e2b/check-plan.js";
+import { checkPlan, verifierSharesImage } from "../e2b/check-plan.js";
 import type { EgressCanary } from "../e2b/egress-probe.js";
 import { principalFor, type SandboxUser } from "../e2b/sandbox-user.js";
 import { SandboxRuntime } from "../sandbox-runtime.js";
@@ -28,6 +28,7 @@ import { PrimeApi, type PrimeApiOptions } from "./prime-api.js";
 import {
   gc as collectGarbage,
   deleteCheckpoint,
+  deleteNetwork,
   deleteSandbox,
   releaseAll,
   settle as settleCommand,
@@ -39,8 +40,15 @@ import {
   probeEgress,
   type SandboxSource,
 } from "./prime-materialize.js";
-import { type PrimeEnvironmentRecord, PrimeRecords, type PrimeVersionRecord } from "./prime-records.js";
+import {
+  checkpointsOf,
+  type PrimeEnvironmentRecord,
+  PrimeRecords,
+  type PrimeVersionRecord,
+  sandboxesOf,
+} from "./prime-records.js";
 import { hostEnvironment, hostVersion } from "./prime-reports.js";
+import { dockerfileDefaults } from "./prime-start.js";
 import { captureVersion } from "./prime-versions.js";
 
 export interface PrimeRuntimeOptions {
@@ -143,7 +151,15 @@ export class PrimeRuntime
     const { deployPlan, serviceImage, tarDirectory } = await verbs();
     phase.start("validate");
     const plan = deployPlan(project, projectDir, req);
-    const service = checkPlan(plan, PROVIDER);
+    checkPlan(plan, PROVIDER, {
+      multiService: true,
+      volumesOnDisk: true,
+      imageCommands: true,
+      neverStopped: true,
+      ownVerifier: true,
+      capDrop: true,
+    });
+    const imageDefaults = await dockerfileDefaults(projectDir, plan);
     if (plan.verifier?.services === false) {
       throw new DenvError(
         "invalid_request",
@@ -154,12 +170,29 @@ export class PrimeRuntime
         ),
       );
     }
-    phase.end("validate", { services: [service.name], agent: plan.agent.service });
+    const names = plan.services.map((s) => s.name);
+    phase.end("validate", { services: names, agent: plan.agent.service });
     return this.locks.with(id, async () => {
       await this.refuseExisting(id, HostRefusals.environmentExists(id));
       phase.start("build");
-      const image = await serviceImage(this.host, { project, projectDir, service });
-      phase.end("build", { digests: { [service.name]: image.reference } });
+      const images = await Promise.all(
+        plan.services.map((service) => serviceImage(this.host, { project, projectDir, service })),
+      );
+      const digests = Object.fromEntries(names.map((n, i) => [n, images[i]?.reference as string]));
+      // A verifier of an image of its own grades in a sandbox of that image, on the fork's network.
+      const v = plan.verifier;
+      const agentService = plan.services.find((s) => s.name === plan.agent.service);
+      const verifierImage =
+        v && agentService && !verifierSharesImage(v, agentService)
+          ? (
+              await serviceImage(this.host, {
+                project,
+                projectDir,
+                service: { name: "verifier", image: v.image, ...(v.build ? { build: v.build } : {}) },
+              })
+            ).reference
+          : undefined;
+      phase.end("build", { digests, ...(verifierImage ? { verifier: verifierImage } : {}) });
       // Named after the command, which gc leaves alone while it runs.
       let testsTar: string | undefined;
       this.host.inFlight.add(command);
@@ -169,8 +202,18 @@ export class PrimeRuntime
           await tarDirectory(join(projectDir, plan.verifier.tests), testsTar);
         }
         return await this.materialize(
-          { id, project, name, plan, command, image: image.reference, testsTar },
-          { dockerImage: image.reference },
+          {
+            id,
+            project,
+            name,
+            plan,
+            command,
+            image: digests[plan.agent.service] as string,
+            imageDefaults,
+            ...(verifierImage ? { verifierImage } : {}),
+            testsTar,
+          },
+          Object.fromEntries(names.map((n) => [n, { dockerImage: digests[n] as string }])),
           undefined,
           phase,
         );
@@ -210,9 +253,16 @@ export class PrimeRuntime
           plan: v.plan,
           command: opts.command ?? `fork-${newId()}`,
           image: v.id,
+          ...(v.imageDefaults ? { imageDefaults: v.imageDefaults } : {}),
+          ...(v.verifierImage ? { verifierImage: v.verifierImage } : {}),
           testsTar: v.testsTar,
         },
-        { checkpointId: v.checkpointId },
+        Object.fromEntries(
+          Object.entries({ [v.plan.agent.service]: v.checkpointId, ...v.peerCheckpoints }).map(([n, c]) => [
+            n,
+            { checkpointId: c },
+          ]),
+        ),
         v,
         opts.onPhase ?? noPhases,
       );
@@ -221,11 +271,11 @@ export class PrimeRuntime
 
   private async materialize(
     base: EnvironmentBase,
-    from: SandboxSource,
+    sources: Record<string, SandboxSource>,
     version: PrimeVersionRecord | undefined,
     phase: PhaseListener,
   ): Promise<HostEnvironment> {
-    const { rec } = await createEnvironment(this.host, base, from, version, phase);
+    const { rec } = await createEnvironment(this.host, base, sources, version, phase);
     return hostEnvironment(this.hostId, rec);
   }
 
@@ -253,7 +303,7 @@ export class PrimeRuntime
 
   // ---------------------------------------------------------------- versions
 
-  /** A Prime checkpoint of the environment's sandbox (its root filesystem), recorded as PROJECT@vN. */
+  /** A Prime checkpoint of each of the environment's sandboxes (their root filesystems), recorded as PROJECT@vN. */
   async snapshot(
     envId: string,
     opts: { command?: string; onPhase?: PhaseListener; number?: number | undefined } = {},
@@ -265,32 +315,33 @@ export class PrimeRuntime
       const number = opts.number ?? (await this.host.records.nextVersionNumber(rec.project));
       phase.start("capture layers");
       const v = await captureVersion(this.host, rec, { number, command });
-      phase.end("capture layers", { committed: [rec.plan.agent.service] });
+      phase.end("capture layers", { committed: rec.plan.services.map((svc) => svc.name) });
       return hostVersion(this.hostId, v);
     });
   }
 
   /**
-   * The version's checkpoint deleted at Prime (or, while it is its running sandbox's newest, left
+   * The version's checkpoints deleted at Prime (or, while one is its running sandbox's newest, left
    * for gc: prime-cleanup.ts), then its record.
    */
   async deleteVersion(versionId: string): Promise<void> {
     const v = await this.requireVersion(versionId);
-    await deleteCheckpoint(this.host, v.checkpointId);
+    for (const c of checkpointsOf(v)) await deleteCheckpoint(this.host, c);
     await this.host.records.deleteVersion(v.id);
   }
 
   // ---------------------------------------------------------------- lifecycle
 
-  /** Deletes the environment's sandbox and forgets it (one Prime no longer has too). Versions stay. */
+  /** Deletes the environment's sandboxes and network, and forgets it (one Prime no longer has too). Versions stay. */
   async destroy(envId: string, opts: { onPhase?: PhaseListener } = {}): Promise<void> {
     const phase = opts.onPhase ?? noPhases;
     await this.locks.with(envId, async () => {
       const rec = await this.requireEnvironment(envId);
       phase.start("destroy");
-      await deleteSandbox(this.host, rec.sandboxId);
+      if (rec.networkId) await deleteNetwork(this.host, rec.networkId);
+      for (const sandbox of sandboxesOf(rec)) await deleteSandbox(this.host, sandbox);
       await this.host.records.deleteEnvironment(envId);
-      phase.end("destroy", { services: [rec.plan.agent.service], volumes: [] });
+      phase.end("destroy", { services: rec.plan.services.map((svc) => svc.name), volumes: [] });
     });
   }
 
@@ -370,6 +421,12 @@ export class PrimeRuntime
     ask: { service?: string | undefined; user?: string | undefined },
   ): Promise<{ rec: PrimeEnvironmentRecord; user: SandboxUser }> {
     const rec = await this.requireEnvironment(envId);
+    if (ask.service !== undefined && ask.service !== rec.plan.agent.service && rec.peers?.[ask.service]) {
+      throw new DenvError(
+        "forbidden",
+        ProviderMessages.agentServiceOnly(PROVIDER, ask.service, rec.plan.agent.service),
+      );
+    }
     const passwd = async () =>
       (await provider(() => this.host.api.downloadFile(rec.sandboxId, "/etc/passwd"))).toString("utf8");
     const user = await principalFor(passwd, rec.plan, ask, this.agentOf(rec), rec.verifierUid, PROVIDER);

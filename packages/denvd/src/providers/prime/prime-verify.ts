@@ -1,13 +1,16 @@
-import type { HostEnvironment, HostVerifyResult, Version } from "@denv/spec";
+import { DenvError, type HostEnvironment, type HostVerifyResult, labelsFor, type Version } from "@denv/spec";
 import type { VerifyOptions } from "../../runtime/verify-environment.js";
 import { verifyOnFork } from "../fork-verify.js";
 import { readTextAs, type SandboxOps } from "../sandbox-grade.js";
 import { killAllBut } from "../sandbox-procs.js";
+import { deleteSandbox } from "./prime-cleanup.js";
 import { execInPrime } from "./prime-exec.js";
 import { putPrimeFiles, readPrimeArchive } from "./prime-files.js";
-import { PROVIDER, type PrimeHost, provider } from "./prime-host.js";
-import { asRoot } from "./prime-materialize.js";
+import { MAX_TIMEOUT_MINUTES, PROVIDER, type PrimeHost, provider } from "./prime-host.js";
+import { primeLabels } from "./prime-materialize.js";
+import { joinVerifier } from "./prime-network.js";
 import type { PrimeEnvironmentRecord } from "./prime-records.js";
+import { asRoot } from "./prime-shell.js";
 
 /** What the Prime verify needs of its runtime: the steps of an episode. */
 export interface PrimeEpisode {
@@ -56,6 +59,7 @@ export async function verifyOnPrime(
   opts: VerifyOptions = {},
 ): Promise<HostVerifyResult> {
   const { host } = episode;
+  const ownImage = (await episode.environment(envId)).verifierImage !== undefined;
   return verifyOnFork(
     {
       name: "prime",
@@ -72,8 +76,76 @@ export async function verifyOnPrime(
       version: (id) => episode.version(id),
       fork: (id, o) => episode.fork(id, o),
       destroy: (id) => episode.destroy(id),
+      ownVerifierSandbox: () => ownImage,
+      verifierSandbox: async (forkId, command) => {
+        const rec = await episode.environment(forkId);
+        if (!rec.verifierImage || !rec.networkId) {
+          throw new DenvError("invalid_request", `environment ${forkId} has no verifier image of its own`);
+        }
+        // gc leaves the sandbox alone while the verify's command runs: no record owns it.
+        const marker = `${command}-verifier`;
+        host.inFlight.add(marker);
+        try {
+          const sandboxId = await verifierSandbox(host, rec, command);
+          return {
+            ops: primeOps(host, sandboxId),
+            sandboxId,
+            image: rec.verifierImage,
+            from: `the verifier's image, a member of the fork's private network ${rec.networkId}`,
+            release: () => deleteSandbox(host, sandboxId).finally(() => host.inFlight.delete(marker)),
+          };
+        } catch (err) {
+          host.inFlight.delete(marker);
+          throw err;
+        }
+      },
     },
     envId,
     opts,
   );
+}
+
+/**
+ * A sandbox of the verifier's image for a fork, labelled as the verify's (gc and settle find it
+ * by them), its egress shut as the services' are, joined to the fork's network so that it reaches
+ * the services by their names (prime-network.ts). A failure deletes it.
+ */
+async function verifierSandbox(
+  host: PrimeHost,
+  rec: PrimeEnvironmentRecord,
+  command: string,
+): Promise<string> {
+  const sb = await provider(() =>
+    host.api.createSandbox({
+      name: `denv-${rec.project}-${rec.name}-verifier`
+        .toLowerCase()
+        .replace(/[^a-z0-9-]/g, "-")
+        .slice(0, 63),
+      dockerImage: rec.verifierImage as string,
+      labels: primeLabels(
+        labelsFor({
+          host: host.hostId,
+          project: rec.project,
+          environment: rec.id,
+          role: "verifier",
+          command: `${command}-verifier`,
+        }),
+      ),
+      networkAccess: false,
+      timeoutMinutes: host.timeoutMinutes ?? MAX_TIMEOUT_MINUTES,
+      idempotencyKey: `${command}-verifier`,
+    }),
+  );
+  try {
+    await provider(() => host.api.waitRunning(sb.id));
+    const services = new Map([[rec.plan.agent.service, rec.sandboxId]]);
+    for (const [service, peer] of Object.entries(rec.peers ?? {})) services.set(service, peer.sandboxId);
+    await joinVerifier(host, rec.networkId as string, sb.id, rec.plan, services);
+    return sb.id;
+  } catch (err) {
+    await deleteSandbox(host, sb.id).catch((e: unknown) =>
+      host.log(`could not delete ${sb.id}: ${String(e)}`),
+    );
+    throw err;
+  }
 }

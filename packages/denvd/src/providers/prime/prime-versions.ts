@@ -1,14 +1,17 @@
 import { DenvError } from "@denv/spec";
+import { signalAllBut } from "../sandbox-procs.js";
 import { type PrimeHost, provider } from "./prime-host.js";
 import type { PrimeEnvironmentRecord, PrimeVersionRecord } from "./prime-records.js";
+import { asRoot } from "./prime-shell.js";
 
 /** How a Prime version was captured, as its evidence says. */
 export const METHOD = "prime-checkpoint";
 
 /**
- * A version of an environment: a Prime checkpoint of its sandbox's root filesystem (no memory,
- * no processes: a fork starts the service anew), waited for until DURABLE, the state in which
- * Prime restores it and keeps it should the sandbox go, then recorded as PROJECT@vN.
+ * A version of an environment: a Prime checkpoint of each of its sandboxes' root filesystems (no
+ * memory, no processes: a fork starts the services anew), each waited for until DURABLE, the
+ * state in which Prime restores it and keeps it should the sandbox go, then recorded as
+ * PROJECT@vN.
  */
 export async function captureVersion(
   host: PrimeHost,
@@ -20,24 +23,27 @@ export async function captureVersion(
   const started = Date.now();
   host.inFlight.add(o.command);
   try {
-    const made = await provider(() => host.api.createCheckpoint(rec.sandboxId));
-    const durable = await provider(() => host.api.waitCheckpoint(made.id));
-    // What Prime reports is checked against what was asked: a checkpoint of this sandbox.
-    if (durable.sandboxId !== rec.sandboxId) {
-      throw new DenvError(
-        "docker",
-        `Prime: checkpoint ${made.id} is of sandbox ${durable.sandboxId}, not ${rec.sandboxId}`,
-      );
-    }
+    const sandboxes: Record<string, string> = { [rec.plan.agent.service]: rec.sandboxId };
+    for (const [service, peer] of Object.entries(rec.peers ?? {})) sandboxes[service] = peer.sandboxId;
+    const checkpoints: Record<string, string> = {};
+    await frozen(host, rec, async () => {
+      for (const [service, sandboxId] of Object.entries(sandboxes)) {
+        checkpoints[service] = await checkpoint(host, sandboxId);
+      }
+    });
+    const { [rec.plan.agent.service]: agentCheckpoint, ...peerCheckpoints } = checkpoints;
     const took = Date.now() - started;
     const v: PrimeVersionRecord = {
       id,
       project: rec.project,
       number: o.number,
-      checkpointId: durable.id,
+      checkpointId: agentCheckpoint as string,
+      ...(Object.keys(peerCheckpoints).length > 0 ? { peerCheckpoints } : {}),
       sourceEnvironment: rec.id,
       ...(rec.parentVersion ? { parentVersion: rec.parentVersion } : {}),
       plan: rec.plan,
+      ...(rec.imageDefaults ? { imageDefaults: rec.imageDefaults } : {}),
+      ...(rec.verifierImage ? { verifierImage: rec.verifierImage } : {}),
       agent: rec.agent,
       command: o.command,
       ...(rec.testsTar ? { testsTar: rec.testsTar } : {}),
@@ -48,5 +54,44 @@ export async function captureVersion(
     return v;
   } finally {
     host.inFlight.delete(o.command);
+  }
+}
+
+/** A DURABLE checkpoint of the sandbox, checked to be of that sandbox: its id. */
+async function checkpoint(host: PrimeHost, sandboxId: string): Promise<string> {
+  const made = await provider(() => host.api.createCheckpoint(sandboxId));
+  const durable = await provider(() => host.api.waitCheckpoint(made.id));
+  // What Prime reports is checked against what was asked: a checkpoint of this sandbox.
+  if (durable.sandboxId !== sandboxId) {
+    throw new DenvError(
+      "docker",
+      `Prime: checkpoint ${made.id} is of sandbox ${durable.sandboxId}, not ${sandboxId}`,
+    );
+  }
+  return durable.id;
+}
+
+/**
+ * Runs `capture` with every sandbox's processes stopped but its own (Prime has no pause), when
+ * the environment has several: the checkpoints then hold one moment of all services. Every
+ * sandbox is resumed after, whatever `capture` did.
+ */
+async function frozen(
+  host: PrimeHost,
+  rec: PrimeEnvironmentRecord,
+  capture: () => Promise<void>,
+): Promise<void> {
+  const keep = rec.systemProcs;
+  if (!keep) return capture();
+  const sandboxes = Object.keys(keep);
+  try {
+    for (const sandbox of sandboxes) await signalAllBut(asRoot(host, sandbox), keep[sandbox] ?? [], "STOP");
+    await capture();
+  } finally {
+    const resumed = await Promise.allSettled(
+      sandboxes.map((sandbox) => signalAllBut(asRoot(host, sandbox), keep[sandbox] ?? [], "CONT")),
+    );
+    for (const r of resumed)
+      if (r.status === "rejected") host.log(`${rec.id}: resuming failed: ${String(r.reason)}`);
   }
 }
