@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -63,6 +64,12 @@ while (my $c = $s->accept) {
 }
 `;
 
+/** Each perl or sleep process of a sandbox, with its state (R, S, T…), as root sees them. */
+const STATES = `for d in /proc/[0-9]*; do
+  c=$(tr '\\0' ' ' < $d/cmdline 2>/dev/null)
+  case "$c" in "perl "*|"sleep "*) echo "\${c%% *} $(cut -d' ' -f3 $d/stat)";; esac
+done`;
+
 /** Asks the db one line over the network, by its service name. */
 const ASK = (line: string) => `exec 3<>/dev/tcp/db/7000 && echo '${line}' >&3 && cat <&3`;
 
@@ -80,6 +87,7 @@ const DUO = `services:
     expose: ["7000"]
     mem_limit: 1536m
     cpus: 1.5
+    cap_drop: [ALL]
     healthcheck: { test: ["CMD-SHELL", "test -f /tmp/ready"], interval: 1s, retries: 20 }
   main:
     build: .
@@ -155,6 +163,21 @@ describe("PrimeRuntime with several services on the Prime double", { timeout: 90
     // Prime sizes sandboxes in whole cores and GiB: db's limits rounded up, main's defaults.
     const db = double.server.sandboxes.get(env?.services.find((s) => s.name === "db")?.container_id ?? "");
     expect([db.cpuCores, db.memoryGB]).toEqual([2, 2]);
+    // db's cap_drop: its server runs as its compose user with an empty bounding set.
+    const status = execFileSync(
+      "docker",
+      [
+        "exec",
+        db.container ?? "",
+        "sh",
+        "-c",
+        `grep -E '^(Uid|CapBnd|CapEff):' /proc/$(pgrep -o perl)/status`,
+      ],
+      { encoding: "utf8" },
+    );
+    expect(status).toMatch(/^Uid:\t1002\t/m);
+    expect(status).toMatch(/^CapBnd:\t0{16}$/m);
+    expect(status).toMatch(/^CapEff:\t0{16}$/m);
     const network = await api.getNetwork(env?.network.id ?? "");
     expect(network.members.map((m) => m.sandboxId).sort()).toEqual([...ids].sort());
     expect(network.rules).toEqual([{ from: "*", to: "tag:service-db", ports: [7000] }]);
@@ -173,10 +196,29 @@ describe("PrimeRuntime with several services on the Prime double", { timeout: 90
 
   it("snapshots every service's sandbox; a fork restores both on a network of its own, its db answering from its own disk", async () => {
     expect(await ask("SET 42")).toBe("OK");
-    const v = await rt.snapshot(ENV, { command: "cmd-snap-1" });
+    await sh("setsid sleep 4646 >/dev/null 2>&1 </dev/null & echo started");
+    // What runs in each sandbox the moment the double is asked for its checkpoint: its state.
+    const checkpoints = double.server.checkpoints;
+    const create = checkpoints.create.bind(checkpoints);
+    const seen: string[] = [];
+    checkpoints.create = (sandboxId) => {
+      const container = double.server.sandboxes.get(sandboxId).container ?? "";
+      seen.push(execFileSync("docker", ["exec", container, "sh", "-c", STATES], { encoding: "utf8" }).trim());
+      return create(sandboxId);
+    };
+    let v: Awaited<ReturnType<PrimeRuntime["snapshot"]>>;
+    try {
+      v = await rt.snapshot(ENV, { command: "cmd-snap-1" });
+    } finally {
+      checkpoints.create = create;
+    }
     expect(Object.keys(v.digests).sort()).toEqual(["db", "main"]);
+    // Every service's and the agent's processes were stopped (T) while any checkpoint was taken,
+    // in both sandboxes: one moment of the whole environment.
+    expect(seen.sort()).toEqual(["perl T", "sleep T\nsleep T"]);
     // The frozen window ended: the services run again.
     expect(await ask("GET")).toBe("42");
+    await sh("pkill -f 'sleep 4646'; true");
     expect(await ask("SET 7")).toBe("OK");
     const fork = await rt.fork(v.id, { name: "copy", command: "cmd-fork-1" });
     expect(await ask("GET", fork.id)).toBe("42");
