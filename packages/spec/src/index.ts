@@ -13,4 +13,5 @@ export * from "./plan.js";
 export * from "./protocol/index.js";
 export * from "./shell-words.js";
 export * from "./targets.js";
+export * from "./targets-settings.js";
 export * from "./users.js";

@@ -5,11 +5,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { buffer } from "node:stream/consumers";
 import { Daytona } from "@daytonaio/sdk";
-import { DenvError, EgressFindings, Protection, ProviderMessages, SpecialFileReasons } from "@denv/spec";
+import { EgressFindings, Protection, ProviderMessages, SpecialFileReasons } from "@denv/spec";
 import { Labels } from "@denv/spec/labels";
 import tar from "tar-stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { packEntries } from "../../files/tar-pack.js";
+import { refusal } from "../testing/refusal.js";
 import { DaytonaRuntime } from "./daytona-runtime.js";
 import { type DaytonaDouble, startDaytonaDouble } from "./testing/daytona-double.js";
 
@@ -27,15 +28,6 @@ let rt: DaytonaRuntime;
 let dir: string;
 let canary: Server;
 let hits = 0;
-
-async function refusal(p: Promise<unknown>): Promise<DenvError> {
-  const e = await p.then(
-    () => undefined,
-    (err: unknown) => err,
-  );
-  expect(e).toBeInstanceOf(DenvError);
-  return e as DenvError;
-}
 
 const DOCKERFILE = [
   "FROM debian:bookworm-slim",

@@ -5,7 +5,6 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { buffer } from "node:stream/consumers";
 import {
-  DenvError,
   EgressFindings,
   type HostPhaseName,
   Protection,
@@ -18,6 +17,7 @@ import tar from "tar-stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { packEntries } from "../../files/tar-pack.js";
 import type { PhaseListener } from "../../runtime/phase-listener.js";
+import { refusal } from "../testing/refusal.js";
 import { E2bRuntime } from "./e2b-runtime.js";
 import { type E2bDouble, startE2bDouble } from "./testing/e2b-double.js";
 import type { E2bServer } from "./testing/e2b-server.js";
@@ -43,15 +43,6 @@ const recorder: PhaseListener = {
   start: (p: HostPhaseName) => void phases.push(`start ${p}`),
   end: (p: HostPhaseName) => void phases.push(`end ${p}`),
 };
-
-async function refusal(p: Promise<unknown>): Promise<DenvError> {
-  const e = await p.then(
-    () => undefined,
-    (err: unknown) => err,
-  );
-  expect(e).toBeInstanceOf(DenvError);
-  return e as DenvError;
-}
 
 async function project(name: string, compose: string): Promise<string> {
   const p = join(dir, name);

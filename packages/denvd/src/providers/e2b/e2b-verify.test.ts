@@ -2,8 +2,9 @@ import { randomBytes } from "node:crypto";
 import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { DenvError, Protection, ProviderMessages, SpecialFileReasons } from "@denv/spec";
+import { Protection, ProviderMessages, SpecialFileReasons } from "@denv/spec";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { refusal } from "../testing/refusal.js";
 import { E2bRuntime } from "./e2b-runtime.js";
 import { processBaseline } from "./sandbox-processes.js";
 import { type E2bDouble, startE2bDouble } from "./testing/e2b-double.js";
@@ -65,15 +66,6 @@ async function project(name: string, composeText: string): Promise<string> {
   await writeFile(join(p, "tests", "grade.sh"), GRADE);
   await writeFile(join(p, "compose.yaml"), composeText);
   return p;
-}
-
-async function refusal(p: Promise<unknown>): Promise<DenvError> {
-  const e = await p.then(
-    () => undefined,
-    (err: unknown) => err,
-  );
-  expect(e).toBeInstanceOf(DenvError);
-  return e as DenvError;
 }
 
 const agentSh = (shell: string) => rt.exec(ENV, { shell });

@@ -1,6 +1,4 @@
-import { execFileSync } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
-import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { EgressFindings, Protection, ProviderMessages } from "@denv/spec";
@@ -10,6 +8,7 @@ import { deployPlan } from "../../project-loader.js";
 import { noPhases } from "../../runtime/phase-listener.js";
 import { writeProject } from "../../testing/harness.js";
 import { probeFromInside } from "../e2b/egress-probe.js";
+import { type Canary, gatewayOf, startCanary } from "../testing/double-fixtures.js";
 import { execInModal, modalUser } from "./modal-exec.js";
 import { buildModalImage } from "./modal-images.js";
 import { createEnvironment, type ModalEnvironment, type ModalHost, runAs } from "./modal-materialize.js";
@@ -41,10 +40,7 @@ x-denv:
 `;
 
 /** A listener on the gateway of the double's open network: a sandbox with egress reaches it. */
-let canary: Server;
-let gateway = "";
-let hits = 0;
-const gatewayCanary = () => ({ host: gateway, port: (canary.address() as { port: number }).port });
+let gateway: Canary;
 
 let double: ModalDouble;
 let home: string;
@@ -90,22 +86,7 @@ async function asRoot(sb: Sandbox, script: string): Promise<string> {
 beforeAll(async () => {
   home = await mkdtemp(join(tmpdir(), "denv-modal-materialize-"));
   double = await startModalDouble();
-  gateway = execFileSync(
-    "docker",
-    [
-      "network",
-      "inspect",
-      `denv-modal-${double.server.id}-open`,
-      "--format",
-      "{{(index .IPAM.Config 0).Gateway}}",
-    ],
-    { encoding: "utf8" },
-  ).trim();
-  canary = createServer((c) => {
-    hits += 1;
-    c.destroy();
-  });
-  await new Promise<void>((r) => canary.listen(0, gateway, r));
+  gateway = await startCanary(gatewayOf(`denv-modal-${double.server.id}-open`));
   for (const k of Object.keys(process.env)) if (k.startsWith("MODAL_")) delete process.env[k];
   Object.assign(process.env, { HOME: home, MODAL_CONFIG_PATH: join(home, ".modal.toml"), ...double.sdkEnv });
   const modal = await import("modal");
@@ -114,7 +95,7 @@ beforeAll(async () => {
     hostId: "h-modal-test",
     client,
     app: await client.apps.fromName("denv-h-modal-test", { createIfMissing: true }),
-    canaries: [{ host: double.canary.host, port: double.canary.port }, gatewayCanary()],
+    canaries: [{ host: double.canary.host, port: double.canary.port }, gateway],
     log: () => undefined,
   };
 }, 60_000);
@@ -122,7 +103,7 @@ beforeAll(async () => {
 afterAll(async () => {
   host?.client.close();
   process.env = saved;
-  await new Promise<void>((r) => (canary ? canary.close(() => r()) : r()));
+  await gateway?.close();
   try {
     await double?.close();
   } finally {
@@ -167,7 +148,7 @@ describe("an environment's Modal sandbox", { timeout: 120_000 }, () => {
     expect(alpha.probe).toMatchObject({ ok: true });
     expect(alpha.baseline.length).toBeGreaterThan(0);
     expect(double.canary.hits()).toBe(0);
-    expect(hits).toBe(0);
+    expect(gateway.hits()).toBe(0);
     const sb = alpha.sandbox;
     alphaRec.sandboxId = sb.sandboxId;
     expect(await asRoot(sb, "stat -c %u /tmp/ready")).toBe("1000\n");
@@ -230,11 +211,11 @@ describe("an environment's Modal sandbox", { timeout: 120_000 }, () => {
         runAs(open, agent),
         { sandboxId: open.sandboxId, internetAllowed: false, policy: "none" },
         "app",
-        [gatewayCanary()],
+        [gateway],
       );
       expect(probe.ok).toBe(false);
       expect(probe.findings).toContain(EgressFindings.hostReachable("app"));
-      expect(hits).toBeGreaterThan(0);
+      expect(gateway.hits()).toBeGreaterThan(0);
     } finally {
       await open.terminate();
     }

@@ -131,15 +131,8 @@ export async function createEnvironment(
     let probe: EgressProbe | { skipped: string };
     if (networkAccess) probe = { skipped: "egress is allowed (a service project)" };
     else {
-      if (host.canaries.length === 0) throw new DenvError("conflict", ProviderMessages.noCanary(PROVIDER));
       phase.start("probe");
-      probe = await probeFromInside(
-        asAgent,
-        // Modal reports no network policy of a running sandbox: what was asked, which the probe tests.
-        { sandboxId: sb.sandboxId, internetAllowed: false, policy: "modal blockNetwork (asked at create)" },
-        service.name,
-        host.canaries,
-      );
+      probe = await probeSandbox(host, sb, asAgent, service.name, false);
       if (!probe.ok)
         throw new DenvError("egress_leak", Protection.egressLeak(base.id, probe.findings[0] ?? "unknown"));
       phase.end("probe", probe);
@@ -231,4 +224,29 @@ function uidOf(passwd: string, user: string): number | undefined {
   } catch {
     return undefined;
   }
+}
+
+/**
+ * The egress probe from inside a sandbox, as the agent (`asAgent`), against the host's canaries
+ * (protection 5). Modal reports no network policy of a running sandbox: the policy is what was
+ * asked at create (`networkAccess`), which the probe tests.
+ */
+export async function probeSandbox(
+  host: ModalHost,
+  sb: Sandbox,
+  asAgent: (script: string) => Promise<string>,
+  service: string,
+  networkAccess: boolean,
+): Promise<EgressProbe> {
+  if (host.canaries.length === 0) throw new DenvError("conflict", ProviderMessages.noCanary(PROVIDER));
+  return probeFromInside(
+    asAgent,
+    {
+      sandboxId: sb.sandboxId,
+      internetAllowed: networkAccess,
+      policy: `modal blockNetwork (asked at create: ${!networkAccess})`,
+    },
+    service,
+    host.canaries,
+  );
 }

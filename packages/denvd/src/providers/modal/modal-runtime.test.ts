@@ -4,12 +4,14 @@ import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { buffer } from "node:stream/consumers";
-import { DenvError, Protection, ProviderMessages, SpecialFileReasons } from "@denv/spec";
+import { Protection, ProviderMessages, SpecialFileReasons } from "@denv/spec";
 import { Labels } from "@denv/spec/labels";
 import type { ModalClient } from "modal";
 import tar from "tar-stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { packEntries } from "../../files/tar-pack.js";
+import { type Canary, gatewayOf, startCanary } from "../testing/double-fixtures.js";
+import { refusal } from "../testing/refusal.js";
 import { ModalRuntime } from "./modal-runtime.js";
 import { type ModalDouble, startModalDouble } from "./testing/modal-double.js";
 
@@ -28,15 +30,6 @@ let rt: ModalRuntime;
 let client: ModalClient;
 let dir: string;
 const saved = { ...process.env };
-
-async function refusal(p: Promise<unknown>): Promise<DenvError> {
-  const e = await p.then(
-    () => undefined,
-    (err: unknown) => err,
-  );
-  expect(e).toBeInstanceOf(DenvError);
-  return e as DenvError;
-}
 
 const DOCKERFILE = [
   "FROM debian:bookworm-slim",
@@ -91,9 +84,14 @@ function docker(...args: string[]): string[] {
 
 const sh = (shell: string, env = ENV) => rt.exec(env, { shell });
 
+/** A canary on the gateway of the double's open network: a sandbox with egress reaches it. */
+let gateway: Canary;
+
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "denv-modal-runtime-"));
   double = await startModalDouble();
+  // What a sandbox with egress reaches: 127.0.0.1 inside a sandbox is the sandbox itself.
+  gateway = await startCanary(gatewayOf(`denv-modal-${double.server.id}-open`));
   // The SDK reads a profile from ~/.modal.toml: this test's home has none.
   for (const k of Object.keys(process.env)) if (k.startsWith("MODAL_")) delete process.env[k];
   Object.assign(process.env, { HOME: dir, MODAL_CONFIG_PATH: join(dir, ".modal.toml") });
@@ -101,7 +99,7 @@ beforeAll(async () => {
     hostId: HOST,
     stateDir: join(dir, "state"),
     connection: { ...double.connection, serverUrl: double.server.url },
-    egressCanaries: [double.canary],
+    egressCanaries: [double.canary, gateway],
   });
   const modal = await import("modal");
   client = new modal.ModalClient(double.connection);
@@ -113,6 +111,7 @@ afterAll(async () => {
   await rt?.close();
   client?.close();
   process.env = saved;
+  await gateway?.close();
   await double?.close();
   await rm(dir, { recursive: true, force: true });
   expect(double?.leftovers(), "what the test made at the double").toEqual([]);
@@ -125,6 +124,7 @@ describe("ModalRuntime on the Modal double", { timeout: 90_000 }, () => {
     expect(env?.evidence.probe).toMatchObject({ ok: true, findings: [] });
     expect(env?.evidence.network).toEqual({ name: "modal blockNetwork: true", subnet: "", internal: true });
     expect(double.canary.hits()).toBe(0);
+    expect(gateway.hits()).toBe(0);
     const sbx = double.server.sandboxes.get(env?.services[0]?.container_id ?? "");
     expect(sbx.tags).toMatchObject({
       [Labels.managed]: "true",

@@ -22,7 +22,7 @@ import { noPhases, type PhaseListener } from "../../runtime/phase-listener.js";
 import type { DeployRequest } from "../../runtime/runtime.js";
 import type { VerifyOptions } from "../../runtime/verify-environment.js";
 import { checkPlan } from "../e2b/check-plan.js";
-import { type EgressCanary, probeFromInside } from "../e2b/egress-probe.js";
+import type { EgressCanary } from "../e2b/egress-probe.js";
 import { principalFor } from "../e2b/sandbox-user.js";
 import { SandboxRuntime } from "../sandbox-runtime.js";
 import {
@@ -34,7 +34,13 @@ import {
 } from "./modal-cleanup.js";
 import { type ModalUser, modalUser } from "./modal-exec.js";
 import { type ModalBridge, modal, PROVIDER } from "./modal-host.js";
-import { createEnvironment, type EnvironmentBase, MAX_TIMEOUT_MS, runAs } from "./modal-materialize.js";
+import {
+  createEnvironment,
+  type EnvironmentBase,
+  MAX_TIMEOUT_MS,
+  probeSandbox,
+  runAs,
+} from "./modal-materialize.js";
 import { type ModalEnvironmentRecord, ModalRecords, type ModalVersionRecord } from "./modal-records.js";
 import { hostEnvironment, hostVersion } from "./modal-reports.js";
 
@@ -346,19 +352,9 @@ export class ModalRuntime
   /** The egress probe again, from inside the sandbox as the agent (protection 5). */
   async probeEgress(envId: string): Promise<EgressProbe> {
     const rec = await this.requireEnvironment(envId);
-    if (this.host.canaries.length === 0) throw new DenvError("conflict", ProviderMessages.noCanary(PROVIDER));
     const sb = await this.host.sandbox(rec.sandboxId);
     return modal(() =>
-      probeFromInside(
-        runAs(sb, rec.agentUser),
-        {
-          sandboxId: rec.sandboxId,
-          internetAllowed: rec.networkAccess,
-          policy: `modal blockNetwork (asked at create: ${!rec.networkAccess})`,
-        },
-        rec.plan.agent.service,
-        this.host.canaries,
-      ),
+      probeSandbox(this.host, sb, runAs(sb, rec.agentUser), rec.plan.agent.service, rec.networkAccess),
     );
   }
 

@@ -36,3 +36,11 @@ export async function provider<T>(fn: () => Promise<T>): Promise<T> {
     throw new DenvError("docker", err.message);
   }
 }
+
+/** How denv names what it makes at Prime (a sandbox, a network): `denv-<parts>`, lower case, at most 63 characters. */
+export function primeName(...parts: string[]): string {
+  return `denv-${parts.join("-")}`
+    .toLowerCase()
+    .replace(/[^a-z0-9-]/g, "-")
+    .slice(0, 63);
+}

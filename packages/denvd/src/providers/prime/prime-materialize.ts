@@ -12,7 +12,7 @@ import type { ImageDefaults } from "../dockerfile-steps.js";
 import { probeFromInside } from "../e2b/egress-probe.js";
 import { lookupUser, refuseEscalation, refuseWritableSystem, type SandboxUser } from "../e2b/sandbox-user.js";
 import { listBaseline } from "../sandbox-procs.js";
-import { MAX_TIMEOUT_MINUTES, PROVIDER, type PrimeHost, provider } from "./prime-host.js";
+import { MAX_TIMEOUT_MINUTES, PROVIDER, type PrimeHost, primeName, provider } from "./prime-host.js";
 import { joinNetwork, needsNetwork } from "./prime-network.js";
 import type { PrimeEnvironmentRecord, PrimeVersionRecord } from "./prime-records.js";
 import { asRoot, runAs } from "./prime-shell.js";
@@ -82,10 +82,7 @@ export async function createEnvironment(
         const from = source;
         const sb = await provider(() =>
           host.api.createSandbox({
-            name: `denv-${base.project}-${base.name}-${service.name}`
-              .toLowerCase()
-              .replace(/[^a-z0-9-]/g, "-")
-              .slice(0, 63),
+            name: primeName(base.project, base.name, service.name),
             ...from,
             env: service.environment,
             labels: primeLabels(

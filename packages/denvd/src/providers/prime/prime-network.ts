@@ -1,7 +1,7 @@
 import { isIP } from "node:net";
 import { DenvError, type Plan } from "@denv/spec";
 import type { NetworkRule } from "./prime-api.js";
-import { PROVIDER, type PrimeHost, provider } from "./prime-host.js";
+import { PROVIDER, type PrimeHost, primeName, provider } from "./prime-host.js";
 import { asRoot } from "./prime-shell.js";
 
 /** How denv marks the lines it writes into a sandbox's /etc/hosts (a fork's are written anew). */
@@ -43,10 +43,7 @@ export async function joinNetwork(
 ): Promise<string> {
   const network = await provider(() =>
     host.api.createNetwork({
-      name: `denv-${host.hostId}-${base.project}-${base.name}`
-        .toLowerCase()
-        .replace(/[^a-z0-9-]/g, "-")
-        .slice(0, 63),
+      name: primeName(host.hostId, base.project, base.name),
       rules: networkRules(plan),
     }),
   );

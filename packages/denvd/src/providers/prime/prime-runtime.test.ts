@@ -1,15 +1,16 @@
 import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
-import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { buffer } from "node:stream/consumers";
-import { DenvError, EgressFindings, Protection, ProviderMessages, SpecialFileReasons } from "@denv/spec";
+import { EgressFindings, Protection, ProviderMessages, SpecialFileReasons } from "@denv/spec";
 import { Labels } from "@denv/spec/labels";
 import tar from "tar-stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { packEntries } from "../../files/tar-pack.js";
+import { type Canary, gatewayOf, startCanary } from "../testing/double-fixtures.js";
+import { refusal } from "../testing/refusal.js";
 import { PrimeApi } from "./prime-api.js";
 import { primeLabels } from "./prime-materialize.js";
 import { PrimeRuntime } from "./prime-runtime.js";
@@ -29,20 +30,9 @@ let api: PrimeApi;
 let rt: PrimeRuntime;
 let dir: string;
 /** A listener on the gateway of the double's open network: a sandbox with egress reaches it. */
-let canary: Server;
-let gateway = "";
-let hits = 0;
+let gateway: Canary;
 /** shop@v1's checkpoint, kept at its deleteVersion as its sandbox's newest. */
 let tipDeleted = "";
-
-async function refusal(p: Promise<unknown>): Promise<DenvError> {
-  const e = await p.then(
-    () => undefined,
-    (err: unknown) => err,
-  );
-  expect(e).toBeInstanceOf(DenvError);
-  return e as DenvError;
-}
 
 const DOCKERFILE = [
   "FROM debian:bookworm-slim",
@@ -100,29 +90,16 @@ const containers = (label: string) => docker("ps", "-a", "-q", "--filter", `labe
 
 const sh = (shell: string, env = ENV) => rt.exec(env, { shell });
 
-const gatewayCanary = () => ({ host: gateway, port: (canary.address() as { port: number }).port });
-
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "denv-prime-runtime-"));
   double = await startPrimeDouble();
   api = new PrimeApi(double.connection);
-  [gateway = ""] = docker(
-    "network",
-    "inspect",
-    `denv-prime-${double.server.id}-open`,
-    "--format",
-    "{{(index .IPAM.Config 0).Gateway}}",
-  );
-  canary = createServer((c) => {
-    hits += 1;
-    c.destroy();
-  });
-  await new Promise<void>((r) => canary.listen(0, gateway, r));
+  gateway = await startCanary(gatewayOf(`denv-prime-${double.server.id}-open`));
   rt = await PrimeRuntime.open({
     hostId: HOST,
     stateDir: join(dir, "state"),
     connection: double.connection,
-    egressCanaries: [double.canary, gatewayCanary()],
+    egressCanaries: [double.canary, gateway],
   });
   await rt.deploy({ project: "shop", projectDir: await project("shop", SHOP), command: "cmd-deploy-1" });
 }, 120_000);
@@ -130,7 +107,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await rt?.release().catch(() => undefined);
   await rt?.close();
-  await new Promise<void>((r) => (canary ? canary.close(() => r()) : r()));
+  await gateway?.close();
   await double?.close();
   await rm(dir, { recursive: true, force: true });
   expect(double?.leftovers(), "what the test made at the double").toEqual([]);
@@ -142,7 +119,7 @@ describe("PrimeRuntime on the Prime double", { timeout: 60_000 }, () => {
     expect(env?.id).toBe(ENV);
     expect(env?.evidence.probe).toMatchObject({ ok: true, findings: [] });
     expect(double.canary.hits()).toBe(0);
-    expect(hits).toBe(0);
+    expect(gateway.hits()).toBe(0);
     const sbx = await api.getSandbox(env?.services[0]?.container_id ?? "");
     expect(sbx.labels).toEqual(
       expect.arrayContaining(
@@ -301,7 +278,7 @@ describe("PrimeRuntime on the Prime double", { timeout: 60_000 }, () => {
           api,
           records: undefined as never,
           inFlight: new Set(),
-          canaries: [gatewayCanary()],
+          canaries: [gateway],
           log: () => undefined,
         },
         open.id,
@@ -310,7 +287,7 @@ describe("PrimeRuntime on the Prime double", { timeout: 60_000 }, () => {
       );
       expect(probe.ok).toBe(false);
       expect(probe.findings).toContain(EgressFindings.hostReachable("main"));
-      expect(hits).toBeGreaterThan(0);
+      expect(gateway.hits()).toBeGreaterThan(0);
     } finally {
       await api.deleteSandbox(open.id);
     }

@@ -3,9 +3,10 @@ import { randomBytes } from "node:crypto";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { DenvError, ProviderMessages } from "@denv/spec";
+import { ProviderMessages } from "@denv/spec";
 import { Labels } from "@denv/spec/labels";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { refusal } from "../testing/refusal.js";
 import { PrimeApi } from "./prime-api.js";
 import { primeLabels } from "./prime-materialize.js";
 import { PrimeRuntime } from "./prime-runtime.js";
@@ -26,15 +27,6 @@ let double: PrimeDouble;
 let api: PrimeApi;
 let rt: PrimeRuntime;
 let dir: string;
-
-async function refusal(p: Promise<unknown>): Promise<DenvError> {
-  const e = await p.then(
-    () => undefined,
-    (err: unknown) => err,
-  );
-  expect(e).toBeInstanceOf(DenvError);
-  return e as DenvError;
-}
 
 const MAIN = [
   "FROM debian:bookworm-slim",

@@ -6,7 +6,7 @@ import { killAllBut } from "../sandbox-procs.js";
 import { deleteSandbox } from "./prime-cleanup.js";
 import { execInPrime } from "./prime-exec.js";
 import { putPrimeFiles, readPrimeArchive } from "./prime-files.js";
-import { MAX_TIMEOUT_MINUTES, PROVIDER, type PrimeHost, provider } from "./prime-host.js";
+import { MAX_TIMEOUT_MINUTES, PROVIDER, type PrimeHost, primeName, provider } from "./prime-host.js";
 import { primeLabels } from "./prime-materialize.js";
 import { joinVerifier } from "./prime-network.js";
 import type { PrimeEnvironmentRecord } from "./prime-records.js";
@@ -117,10 +117,7 @@ async function verifierSandbox(
 ): Promise<string> {
   const sb = await provider(() =>
     host.api.createSandbox({
-      name: `denv-${rec.project}-${rec.name}-verifier`
-        .toLowerCase()
-        .replace(/[^a-z0-9-]/g, "-")
-        .slice(0, 63),
+      name: primeName(rec.project, rec.name, "verifier"),
       dockerImage: rec.verifierImage as string,
       labels: primeLabels(
         labelsFor({
