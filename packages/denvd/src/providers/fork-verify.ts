@@ -89,8 +89,9 @@ export async function verifyOnFork(
   const snapshot = {
     version: version.id,
     method: version.method,
-    // The provider snapshots a running sandbox: nothing of denv's is frozen while it does.
-    frozen_ms: 0,
+    // The provider snapshots a running sandbox; a runtime that stops the services meanwhile (Prime
+    // with several) reports how long.
+    frozen_ms: version.timings.frozen_ms ?? 0,
     total_ms: version.timings.total_ms ?? tSnap - tStopped,
   };
   if (agent) phase.end("snapshot", snapshot, "fork");

@@ -8,7 +8,7 @@ export interface SandboxVersion {
   sourceEnvironment: string;
   parentVersion?: string;
   plan: Plan;
-  timings: { snapshot_ms: number; total_ms: number };
+  timings: { snapshot_ms: number; frozen_ms?: number; total_ms: number };
   createdAt: string;
 }
 

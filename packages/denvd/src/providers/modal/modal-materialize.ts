@@ -99,6 +99,11 @@ export async function createEnvironment(
     tags,
     blockNetwork: !networkAccess,
     env: service.environment,
+    // The service's caps as Modal's hard limits (and reservations: Modal schedules on them).
+    cpu: service.resources.cpus,
+    cpuLimit: service.resources.cpus,
+    memoryMiB: Math.ceil(service.resources.memoryBytes / 2 ** 20),
+    memoryLimitMiB: Math.ceil(service.resources.memoryBytes / 2 ** 20),
     timeoutMs: host.timeoutMs ?? MAX_TIMEOUT_MS,
   });
   try {

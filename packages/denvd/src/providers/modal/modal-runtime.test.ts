@@ -49,6 +49,8 @@ const SHOP = `services:
     build: .
     command: ["sh", "-c", "echo up > /tmp/up; exec sleep infinity"]
     healthcheck: { test: ["CMD-SHELL", "test -f /tmp/up"], interval: 1s, retries: 10 }
+    mem_limit: 300m
+    cpus: 0.5
 x-denv:
   agent: { user: "1000", workdir: /home/agent }
   verifier:
@@ -134,6 +136,10 @@ describe("ModalRuntime on the Modal double", { timeout: 90_000 }, () => {
     });
     expect(env?.services[0]?.image).toBe(sbx.imageId);
     expect(double.server.calls).toContain("ImageGetOrCreate");
+    // The service's caps are Modal's hard limits (the double's container caps).
+    expect(docker("inspect", "-f", "{{.HostConfig.NanoCpus}} {{.HostConfig.Memory}}", sbx.container)).toEqual([
+      `${0.5e9} ${300 * 2 ** 20}`,
+    ]);
     const r = await sh("id -u; pwd; cat hello.txt; cat /tmp/up");
     expect(r.stdout.toString()).toBe("1000\n/home/agent\ncopied at build\nup\n");
   });

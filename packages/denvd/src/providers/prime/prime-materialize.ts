@@ -74,39 +74,7 @@ export async function createEnvironment(
   const made = new Map<string, string>();
   let networkId: string | undefined;
   try {
-    await Promise.all(
-      plan.services.map(async (service) => {
-        const source = sources[service.name];
-        if (!source)
-          throw new DenvError("invalid_request", `service '${service.name}' has no image or checkpoint`);
-        const from = source;
-        const sb = await provider(() =>
-          host.api.createSandbox({
-            name: primeName(base.project, base.name, service.name),
-            ...from,
-            env: service.environment,
-            labels: primeLabels(
-              labelsFor({
-                host: host.hostId,
-                project: base.project,
-                environment: base.id,
-                role: "service",
-                command,
-                service: service.name,
-              }),
-            ),
-            networkAccess,
-            // Prime sizes a sandbox in whole cores and GiB: the service's limits, rounded up.
-            cpuCores: Math.max(1, Math.ceil(service.resources.cpus)),
-            memoryGB: Math.max(1, Math.ceil(service.resources.memoryBytes / 1024 ** 3)),
-            timeoutMinutes: host.timeoutMinutes ?? MAX_TIMEOUT_MINUTES,
-            idempotencyKey: `${command}-${service.name}`,
-          }),
-        );
-        made.set(service.name, sb.id);
-        await provider(() => host.api.waitRunning(sb.id));
-      }),
-    );
+    await createSandboxes(host, base, sources, networkAccess, made);
     const sandboxOf = (service: string) => made.get(service) as string;
     const id = sandboxOf(agentService.name);
     const created = Date.now();
@@ -160,17 +128,13 @@ export async function createEnvironment(
     }
     const done = Date.now();
     const { testsTar, ...named } = base;
-    const peers = Object.fromEntries(
-      [...made]
-        .filter(([service]) => service !== agentService.name)
-        .map(([service, sandboxId]) => {
-          const from = sources[service];
-          return [
-            service,
-            { sandboxId, image: from && "dockerImage" in from ? from.dockerImage : base.image },
-          ];
-        }),
-    );
+    // What each other service's sandbox was made from: its image (a deploy) or the version (a fork).
+    const peers: Record<string, { sandboxId: string; image: string }> = {};
+    for (const [service, sandboxId] of made) {
+      const from = sources[service];
+      if (service !== agentService.name)
+        peers[service] = { sandboxId, image: from && "dockerImage" in from ? from.dockerImage : base.image };
+    }
     const rec: PrimeEnvironmentRecord = {
       ...named,
       ...(testsTar ? { testsTar } : {}),
@@ -203,6 +167,55 @@ export async function createEnvironment(
   } finally {
     host.inFlight.delete(command);
   }
+}
+
+/**
+ * A sandbox per service (`made` takes each id as Prime gives it, the service's name its key),
+ * each running before this returns; every create is waited for, failed or not, so that the
+ * caller's cleanup finds every sandbox that was made.
+ */
+async function createSandboxes(
+  host: PrimeHost,
+  base: EnvironmentBase,
+  sources: Record<string, SandboxSource>,
+  networkAccess: boolean,
+  made: Map<string, string>,
+): Promise<void> {
+  const { plan, command } = base;
+  const results = await Promise.allSettled(
+    plan.services.map(async (service) => {
+      const from = sources[service.name];
+      if (!from)
+        throw new DenvError("invalid_request", `service '${service.name}' has no image or checkpoint`);
+      const sb = await provider(() =>
+        host.api.createSandbox({
+          name: primeName(base.project, base.name, service.name),
+          ...from,
+          env: service.environment,
+          labels: primeLabels(
+            labelsFor({
+              host: host.hostId,
+              project: base.project,
+              environment: base.id,
+              role: "service",
+              command,
+              service: service.name,
+            }),
+          ),
+          networkAccess,
+          // Prime sizes a sandbox in whole cores and GiB: the service's limits, rounded up.
+          cpuCores: Math.max(1, Math.ceil(service.resources.cpus)),
+          memoryGB: Math.max(1, Math.ceil(service.resources.memoryBytes / 1024 ** 3)),
+          timeoutMinutes: host.timeoutMinutes ?? MAX_TIMEOUT_MINUTES,
+          idempotencyKey: `${command}-${service.name}`,
+        }),
+      );
+      made.set(service.name, sb.id);
+      await provider(() => host.api.waitRunning(sb.id));
+    }),
+  );
+  const failed = results.find((r) => r.status === "rejected");
+  if (failed) throw failed.reason;
 }
 
 /**

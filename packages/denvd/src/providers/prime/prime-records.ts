@@ -65,7 +65,8 @@ export interface PrimeVersionRecord {
   agent: AgentPlan;
   command: string;
   testsTar?: string;
-  timings: { snapshot_ms: number; total_ms: number };
+  /** `frozen_ms`: the window every service's processes were stopped (several services). */
+  timings: { snapshot_ms: number; frozen_ms?: number; total_ms: number };
   createdAt: string;
 }
 

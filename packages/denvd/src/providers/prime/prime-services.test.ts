@@ -208,6 +208,7 @@ describe("PrimeRuntime with several services on the Prime double", { timeout: 90
     // Every service's and the agent's processes were stopped (T) while any checkpoint was taken,
     // in both sandboxes: one moment of the whole environment.
     expect(seen.sort()).toEqual(["perl T", "sleep T\nsleep T"]);
+    expect(v.timings.frozen_ms).toBeGreaterThan(0);
     // The frozen window ended: the services run again.
     expect(await ask("GET")).toBe("42");
     await sh("pkill -f 'sleep 4646'; true");

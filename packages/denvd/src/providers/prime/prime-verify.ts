@@ -46,12 +46,13 @@ export function primeOps(host: PrimeHost, sandboxId: string): SandboxOps {
 }
 
 /**
- * Protection 2 on Prime (fork-verify.ts): the agent's processes killed in the episode's sandbox
- * (all but its baseline, as root inside it), a checkpoint of it, a fork (a new sandbox restored
- * from the checkpoint, its service started anew and probed), and the verifier run in the fork's
- * sandbox as its own uid, the tests and the reward directory that uid's alone, the submission
- * copied through the special-file check. A verifier that reads only files (services: false) is
- * refused at deploy: Prime gives it no sandbox of its own here.
+ * Protection 2 on Prime (fork-verify.ts): the agent's processes killed in the episode's agent
+ * sandbox (all but its baseline, as root inside it), a checkpoint of every sandbox, a fork (new
+ * sandboxes restored from them, their services started anew, probed), and the verifier run as its
+ * own uid, the tests and the reward directory that uid's alone, the submission copied through the
+ * special-file check: in the fork's agent sandbox when it is of the agent service's image, else in
+ * a sandbox of its own image joined to the fork's private network (verifierSandbox). A verifier
+ * that reads only files (services: false) is refused at deploy.
  */
 export async function verifyOnPrime(
   episode: PrimeEpisode,

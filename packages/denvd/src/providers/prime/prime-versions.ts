@@ -26,7 +26,7 @@ export async function captureVersion(
     const sandboxes: Record<string, string> = { [rec.plan.agent.service]: rec.sandboxId };
     for (const [service, peer] of Object.entries(rec.peers ?? {})) sandboxes[service] = peer.sandboxId;
     const checkpoints: Record<string, string> = {};
-    await frozen(host, rec, async () => {
+    const frozenMs = await frozen(host, rec, async () => {
       for (const [service, sandboxId] of Object.entries(sandboxes)) {
         checkpoints[service] = await checkpoint(host, sandboxId);
       }
@@ -47,7 +47,11 @@ export async function captureVersion(
       agent: rec.agent,
       command: o.command,
       ...(rec.testsTar ? { testsTar: rec.testsTar } : {}),
-      timings: { snapshot_ms: took, total_ms: Date.now() - started },
+      timings: {
+        snapshot_ms: took,
+        ...(frozenMs !== undefined ? { frozen_ms: frozenMs } : {}),
+        total_ms: Date.now() - started,
+      },
       createdAt: new Date(started).toISOString(),
     };
     await host.records.putVersion(v);
@@ -74,16 +78,21 @@ async function checkpoint(host: PrimeHost, sandboxId: string): Promise<string> {
 /**
  * Runs `capture` with every sandbox's processes stopped but its own (Prime has no pause), when
  * the environment has several: the checkpoints then hold one moment of all services. Every
- * sandbox is resumed after, whatever `capture` did.
+ * sandbox is resumed after, whatever `capture` did. Returns how long the window was (ms), or
+ * undefined when nothing was stopped (one sandbox: its checkpoint is one moment by itself).
  */
 async function frozen(
   host: PrimeHost,
   rec: PrimeEnvironmentRecord,
   capture: () => Promise<void>,
-): Promise<void> {
+): Promise<number | undefined> {
   const keep = rec.systemProcs;
-  if (!keep) return capture();
+  if (!keep) {
+    await capture();
+    return undefined;
+  }
   const sandboxes = Object.keys(keep);
+  const start = Date.now();
   try {
     for (const sandbox of sandboxes) await signalAllBut(asRoot(host, sandbox), keep[sandbox] ?? [], "STOP");
     await capture();
@@ -94,4 +103,5 @@ async function frozen(
     for (const r of resumed)
       if (r.status === "rejected") host.log(`${rec.id}: resuming failed: ${String(r.reason)}`);
   }
+  return Date.now() - start;
 }

@@ -13,6 +13,15 @@ const SandboxDefinition: Schema = {
   entrypointArgs: [1, "string", "repeated"],
   imageId: [3, "string"],
   secretIds: [4, "string", "repeated"],
+  resources: [
+    5,
+    {
+      memoryMb: [2, "uint32"],
+      milliCpu: [3, "uint32"],
+      memoryMbMax: [5, "uint32"],
+      milliCpuMax: [7, "uint32"],
+    },
+  ],
   timeoutSecs: [7, "uint32"],
   workdir: [8, "string"],
   networkAccess: [22, { networkAccessType: [1, "int32"] }],

@@ -75,6 +75,9 @@ export class ModalSandboxes {
         // user's /proc/PID/environ, which is how an exec's processes are found to kill them; the
         // engine's default capability set lacks the one that allows it.
         CapAdd: ["SYS_PTRACE"],
+        // Modal's hard limits (cpuLimit, memoryLimitMiB), as the engine's caps.
+        ...(d.resources?.milliCpuMax ? { NanoCpus: d.resources.milliCpuMax * 1e6 } : {}),
+        ...(d.resources?.memoryMbMax ? { Memory: d.resources.memoryMbMax * 2 ** 20 } : {}),
       },
     });
     await this.docker.docker.containers.start(container);
