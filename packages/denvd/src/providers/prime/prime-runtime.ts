@@ -48,7 +48,7 @@ import {
   sandboxesOf,
 } from "./prime-records.js";
 import { hostEnvironment, hostVersion } from "./prime-reports.js";
-import { dockerfileDefaults } from "./prime-start.js";
+import { dockerfileDefaults, serviceLog } from "./prime-start.js";
 import { captureVersion } from "./prime-versions.js";
 
 export interface PrimeRuntimeOptions {
@@ -78,19 +78,21 @@ const verbs = async () => ({
 
 /**
  * A denvd host's runtime when the host is a bridge to Prime Intellect's sandboxes
- * (https://docs.primeintellect.ai/sandboxes): each environment is one Prime sandbox from an image
- * Prime builds of its one service, a version is a Prime checkpoint of that sandbox's root
- * filesystem, and a fork a new sandbox restored from it (its service started anew: a checkpoint
- * holds no processes), all through Prime's REST API and the sandbox's command sessions
- * (prime-api.ts). What Prime cannot do is refused in one line (ProviderMessages): several
- * services, volumes, denv's own sandboxes, a verifier that reads only files (it would need a
- * sandbox of its own), logs, stop and start (Prime has no pause), and the compose keys
- * check-plan.ts names. The protections as they apply here, as on E2B: the agent is never root
- * (decided on the resolved uid, no sudo or su without a password, nor the verifier's uid); the
- * verifier runs after the agent's processes were killed, on a fork, as its own uid in the fork's
- * sandbox (prime-verify.ts); uploads and downloads pass denvd's special-file check; egress is
- * Prime's egress policy (an empty allowlist), probed from inside against the configured canaries.
- * A sandbox lives at most `sandboxTimeoutMinutes` (Prime has no route to extend it).
+ * (https://docs.primeintellect.ai/sandboxes): each service of an environment is a Prime sandbox
+ * from an image Prime builds of it, the sandboxes of several services members of a Prime private
+ * network of the environment's (prime-network.ts); a version is a Prime checkpoint of every
+ * sandbox's root filesystem (taken with their processes stopped, prime-versions.ts), a fork new
+ * sandboxes restored from them (services started anew: a checkpoint holds no processes), all
+ * through Prime's REST API and the sandboxes' command sessions (prime-api.ts). What Prime cannot
+ * do is refused in one line (ProviderMessages): a volume two services share, denv's own
+ * sandboxes, a verifier that reads only files, stop and start (Prime has no pause), and the
+ * compose keys check-plan.ts names. The protections as they apply here, as on E2B: the agent is
+ * never root (decided on the resolved uid, no sudo or su without a password, nor the verifier's
+ * uid) and runs in the agent service's sandbox only; the verifier runs after the agent's
+ * processes were killed, on a fork, as its own uid (prime-verify.ts); uploads and downloads pass
+ * denvd's special-file check; egress is Prime's egress policy (an empty allowlist), probed from
+ * inside against the configured canaries. A sandbox lives at most `sandboxTimeoutMinutes` (Prime
+ * has no route to extend it).
  */
 export class PrimeRuntime
   extends SandboxRuntime<PrimeEnvironmentRecord, PrimeVersionRecord>
@@ -365,6 +367,18 @@ export class PrimeRuntime
       envId,
       opts,
     );
+  }
+
+  /** What a service's start wrote (the agent service's by default), its last `tail` lines (prime-start.ts). */
+  override async logs(
+    envId: string,
+    service?: string,
+    tail = 200,
+  ): Promise<{ stdout: string; stderr: string }> {
+    return {
+      stdout: await serviceLog(this.host, await this.requireEnvironment(envId), service, tail),
+      stderr: "",
+    };
   }
 
   /** Refused: Prime has no pause. */

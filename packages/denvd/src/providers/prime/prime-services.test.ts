@@ -48,6 +48,7 @@ const VERIFIER = ["FROM debian:bookworm-slim", "RUN useradd -M -u 1001 judge", "
 const SERVE = `use IO::Socket::INET;
 my $s = IO::Socket::INET->new(LocalPort => 7000, Listen => 5, ReuseAddr => 1) or die "listen: $!";
 open(my $r, ">", "/tmp/ready"); close $r;
+print STDERR "serving on 7000\n";
 while (my $c = $s->accept) {
   my $l = <$c> // ""; chomp $l;
   if ($l =~ /^SET (\\S+)/) { open(my $o, ">", "/srv/data/value"); print $o "$1\\n"; close $o; print $c "OK\\n"; }
@@ -178,6 +179,12 @@ describe("PrimeRuntime with several services on the Prime double", { timeout: 90
     expect((await sh("echo '1.2.3.4 db' >> /etc/hosts 2>&1; echo $?")).stdout.toString().trim()).not.toBe(
       "0",
     );
+  });
+
+  it("prints a service's output from its own sandbox: db's, and none of main's sleep", async () => {
+    expect(await rt.logs(ENV, "db")).toEqual({ stdout: "serving on 7000\n", stderr: "" });
+    expect(await rt.logs(ENV)).toEqual({ stdout: "", stderr: "" });
+    expect((await refusal(rt.logs(ENV, "cache"))).message).toBe(`environment ${ENV} has no service 'cache'`);
   });
 
   it("runs exec and files in the agent's service only: another service's sandbox is refused", async () => {

@@ -6,6 +6,7 @@ import { shellQuote } from "../e2b/sandbox-exec.js";
 import { lookupUser } from "../e2b/sandbox-user.js";
 import { waitHealthyWith } from "../service-health.js";
 import { PROVIDER, type PrimeHost, provider } from "./prime-host.js";
+import type { PrimeEnvironmentRecord } from "./prime-records.js";
 
 /** Where a service's output goes in its sandbox (the sandbox's own, not the agent's to read back). */
 const SERVICE_LOG = "/tmp/.denv-service.log";
@@ -101,6 +102,42 @@ export async function startService(
       `service '${service.name}' could not start: ${r.stderr.toString().trim() || `exit ${r.exitCode}`}`,
     );
   }
+}
+
+/**
+ * The last `tail` lines a service's start wrote in its sandbox (stdout and stderr together; the
+ * agent service's when `name` is undefined), read as the service's own user and never through a
+ * link (a service of the agent's user writes a log the agent may replace); a service that runs
+ * nothing has none.
+ */
+export async function serviceLog(
+  host: PrimeHost,
+  rec: PrimeEnvironmentRecord,
+  name: string | undefined,
+  tail: number,
+): Promise<string> {
+  const service = rec.plan.services.find((s) => s.name === (name ?? rec.plan.agent.service));
+  const sandboxId =
+    service?.name === rec.plan.agent.service ? rec.sandboxId : rec.peers?.[service?.name ?? ""]?.sandboxId;
+  if (!service || !sandboxId)
+    throw new DenvError("not_found", `environment ${rec.id} has no service '${name}'`);
+  const start = serviceStart(service, rec.imageDefaults?.[service.name] ?? {});
+  if (!start) return "";
+  const r = await provider(() =>
+    host.api.runCommand(
+      sandboxId,
+      [
+        "/bin/sh",
+        "-c",
+        '[ -f "$1" ] && [ ! -L "$1" ] && tail -n "$2" -- "$1"; true',
+        "sh",
+        SERVICE_LOG,
+        String(tail),
+      ],
+      { ...(start.user !== undefined ? { user: start.user } : {}), cwd: "/" },
+    ),
+  );
+  return r.stdout.toString("utf8");
 }
 
 /** Runs the service's healthcheck until it passes (service-health.ts), as the service's user. */
