@@ -5,9 +5,10 @@ export const logs: CommandSpec = {
   summary: "print the logs of an environment's services",
   args: "PROJECT/ENV [--service S] [--tail N]",
   description: `
-Prints what the services wrote: their stdout on stdout and their stderr on stderr.`,
+Prints what a service wrote (the agent service's unless --service names another): its stdout on
+stdout and its stderr on stderr, the last 200 lines of each unless --tail says otherwise.`,
   flags: {
-    service: { type: "string", short: "s", value: "S", description: "only this service (default: all)" },
+    service: { type: "string", short: "s", value: "S", description: "this service (default: the agent service)" },
     tail: { type: "string", short: "n", value: "N", description: "only the last N lines" },
   },
   remote: true,
