@@ -1,8 +1,9 @@
 import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { join, resolve, sep } from "node:path";
-import { DenvError, type ServicePlan } from "@denv/spec";
+import { DenvError, type Plan, type ServicePlan } from "@denv/spec";
 import { hashTree, slug, templatePrefix } from "../e2b/build-template.js";
+import { verifierSharesImage } from "../e2b/check-plan.js";
 import { type PrimeHost, provider } from "./prime-host.js";
 import { PrimeImages } from "./prime-images.js";
 
@@ -38,4 +39,31 @@ export async function serviceImage(
     images.buildImage({ name, tag, context, dockerfile: svc.build?.dockerfile ?? "Dockerfile" }),
   );
   return { reference, built: true };
+}
+
+/**
+ * The images a deploy needs, built in parallel (serviceImage): each service's, by service name,
+ * and the verifier's when it is not the agent service's (it then grades in a sandbox of it, on
+ * the fork's network).
+ */
+export async function planImages(
+  host: PrimeHost,
+  input: { project: string; projectDir: string; plan: Plan },
+): Promise<{ digests: Record<string, string>; verifierImage?: string }> {
+  const { project, projectDir, plan } = input;
+  const v = plan.verifier;
+  const agent = plan.services.find((s) => s.name === plan.agent.service);
+  const ownVerifier = v !== undefined && agent !== undefined && !verifierSharesImage(v, agent);
+  const [verifier, ...images] = await Promise.all([
+    ownVerifier
+      ? serviceImage(host, {
+          project,
+          projectDir,
+          service: { name: "verifier", image: v.image, ...(v.build ? { build: v.build } : {}) },
+        })
+      : undefined,
+    ...plan.services.map((service) => serviceImage(host, { project, projectDir, service })),
+  ]);
+  const digests = Object.fromEntries(plan.services.map((s, i) => [s.name, images[i]?.reference ?? ""]));
+  return { digests, ...(verifier ? { verifierImage: verifier.reference } : {}) };
 }

@@ -20,7 +20,7 @@ import { Locks } from "../../runtime/locks.js";
 import { noPhases, type PhaseListener } from "../../runtime/phase-listener.js";
 import type { DeployRequest } from "../../runtime/runtime.js";
 import type { VerifyOptions } from "../../runtime/verify-environment.js";
-import { checkPlan, verifierSharesImage } from "../e2b/check-plan.js";
+import { checkPlan } from "../e2b/check-plan.js";
 import type { EgressCanary } from "../e2b/egress-probe.js";
 import { principalFor, type SandboxUser } from "../e2b/sandbox-user.js";
 import { SandboxRuntime } from "../sandbox-runtime.js";
@@ -150,7 +150,7 @@ export class PrimeRuntime
     const command = req.command ?? `deploy-${newId()}`;
     const phase = req.onPhase ?? noPhases;
     const projectDir = resolve(req.projectDir);
-    const { deployPlan, serviceImage, tarDirectory } = await verbs();
+    const { deployPlan, planImages, tarDirectory } = await verbs();
     phase.start("validate");
     const plan = deployPlan(project, projectDir, req);
     checkPlan(plan, PROVIDER, {
@@ -177,23 +177,7 @@ export class PrimeRuntime
     return this.locks.with(id, async () => {
       await this.refuseExisting(id, HostRefusals.environmentExists(id));
       phase.start("build");
-      const images = await Promise.all(
-        plan.services.map((service) => serviceImage(this.host, { project, projectDir, service })),
-      );
-      const digests = Object.fromEntries(names.map((n, i) => [n, images[i]?.reference as string]));
-      // A verifier of an image of its own grades in a sandbox of that image, on the fork's network.
-      const v = plan.verifier;
-      const agentService = plan.services.find((s) => s.name === plan.agent.service);
-      const verifierImage =
-        v && agentService && !verifierSharesImage(v, agentService)
-          ? (
-              await serviceImage(this.host, {
-                project,
-                projectDir,
-                service: { name: "verifier", image: v.image, ...(v.build ? { build: v.build } : {}) },
-              })
-            ).reference
-          : undefined;
+      const { digests, verifierImage } = await planImages(this.host, { project, projectDir, plan });
       phase.end("build", { digests, ...(verifierImage ? { verifier: verifierImage } : {}) });
       // Named after the command, which gc leaves alone while it runs.
       let testsTar: string | undefined;
