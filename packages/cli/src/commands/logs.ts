@@ -8,7 +8,12 @@ export const logs: CommandSpec = {
 Prints what a service wrote (the agent service's unless --service names another): its stdout on
 stdout and its stderr on stderr, the last 200 lines of each unless --tail says otherwise.`,
   flags: {
-    service: { type: "string", short: "s", value: "S", description: "this service (default: the agent service)" },
+    service: {
+      type: "string",
+      short: "s",
+      value: "S",
+      description: "this service (default: the agent service)",
+    },
     tail: { type: "string", short: "n", value: "N", description: "only the last N lines" },
   },
   remote: true,

@@ -137,9 +137,9 @@ describe("ModalRuntime on the Modal double", { timeout: 90_000 }, () => {
     expect(env?.services[0]?.image).toBe(sbx.imageId);
     expect(double.server.calls).toContain("ImageGetOrCreate");
     // The service's caps are Modal's hard limits (the double's container caps).
-    expect(docker("inspect", "-f", "{{.HostConfig.NanoCpus}} {{.HostConfig.Memory}}", sbx.container)).toEqual([
-      `${0.5e9} ${300 * 2 ** 20}`,
-    ]);
+    expect(docker("inspect", "-f", "{{.HostConfig.NanoCpus}} {{.HostConfig.Memory}}", sbx.container)).toEqual(
+      [`${0.5e9} ${300 * 2 ** 20}`],
+    );
     const r = await sh("id -u; pwd; cat hello.txt; cat /tmp/up");
     expect(r.stdout.toString()).toBe("1000\n/home/agent\ncopied at build\nup\n");
   });
