@@ -32,6 +32,7 @@ import { watchedStore } from "./store/watched-store.js";
 import { AwsDriver } from "./targets/aws-driver.js";
 import { BridgeDriver, BridgeProcesses } from "./targets/bridge-driver.js";
 import { readCpId } from "./targets/cp-id.js";
+import { DaytonaDockerDriver } from "./targets/daytona-docker-driver.js";
 import { DenvdDriver, TargetDrivers } from "./targets/driver.js";
 import { HetznerDriver } from "./targets/hetzner-driver.js";
 import { BundleFile, DEFAULT_DENVD_BUNDLE } from "./targets/install-assets.js";
@@ -123,6 +124,7 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
     .register(new DenvdDriver("hosts", hub))
     .register(new HetznerDriver(provision))
     .register(new AwsDriver(provision))
+    .register(new DaytonaDockerDriver(provision))
     .register(new BridgeDriver("e2b", provision, bridges))
     .register(new BridgeDriver("daytona", provision, bridges))
     .register(new BridgeDriver("prime", provision, bridges))

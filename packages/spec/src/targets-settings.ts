@@ -60,6 +60,21 @@ const listens: SettingSpec = {
   },
 };
 
+/** `CIDR,CIDR` (the CLI) or an array (the API): IPv4, at most 5 (Daytona's networkAllowList). */
+const cidrs: SettingSpec = {
+  rule: "up to 5 IPv4 CIDRs separated by commas (such as 203.0.113.7/32)",
+  default: [],
+  parse: (v) => {
+    const items =
+      typeof v === "string" ? v.split(",").filter((s) => s !== "") : Array.isArray(v) ? v : undefined;
+    const ok = (s: unknown) =>
+      typeof s === "string" &&
+      /^\d{1,3}(\.\d{1,3}){3}\/\d{1,2}$/.test(s) &&
+      s.split(/[./]/).every((n, i) => Number(n) <= (i === 4 ? 32 : 255));
+    return items && items.length <= 5 && items.every(ok) ? items : undefined;
+  },
+};
+
 /** `k=v,k2=v2` (the CLI) or an object (the API). */
 const labels: SettingSpec = {
   rule: "k=v pairs separated by commas, keys and values of letters, digits, '.', '-' and '_'",
@@ -127,6 +142,22 @@ export const TARGET_SETTINGS: Record<TargetKindName, KindSettings> = {
       { name: "access_key_id", env: "AWS_ACCESS_KEY_ID" },
       { name: "secret_access_key", env: "AWS_SECRET_ACCESS_KEY" },
     ],
+  },
+  "daytona-docker": {
+    // snapshot: a Daytona snapshot whose image ships Docker Engine and Node.js 20 or later (the
+    // install script adds what is missing with apt-get). allow_list: the sandboxes' outbound
+    // allowlist (Daytona's networkAllowList: up to 5 IPv4 CIDRs); it must hold the control
+    // plane's address, which denvd dials.
+    settings: {
+      snapshot: text(WORD, NAME_RULE, undefined, true),
+      cpu: int(1, 2),
+      memory: int(1, 4),
+      disk: int(3, 20),
+      allow_list: cidrs,
+      ...MACHINES,
+      base_url: url("https://app.daytona.io/api"),
+    },
+    credentials: [{ name: "api_key", env: "DAYTONA_API_KEY" }],
   },
   e2b: {
     // sandbox_url: where the SDK reaches each sandbox's envd (default: E2B's, per sandbox).

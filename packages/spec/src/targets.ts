@@ -6,7 +6,16 @@ import { z } from "zod";
  * and a test holds the page to it); each kind's settings are in targets-settings.ts. Pure: no I/O.
  */
 
-export const TargetKindName = z.enum(["hosts", "hetzner", "aws", "e2b", "daytona", "modal", "prime"]);
+export const TargetKindName = z.enum([
+  "hosts",
+  "hetzner",
+  "aws",
+  "daytona-docker",
+  "e2b",
+  "daytona",
+  "modal",
+  "prime",
+]);
 export type TargetKindName = z.infer<typeof TargetKindName>;
 
 export const TARGET_CAPABILITIES = [
@@ -71,6 +80,11 @@ export const TARGET_KINDS: Record<TargetKindName, TargetKindSpec> = {
   hosts: { family: "hosts", available: true, capabilities: DENVD, enforcedBy: "denvd" },
   hetzner: { family: "provisioned", available: true, capabilities: DENVD, enforcedBy: "denvd" },
   aws: { family: "provisioned", available: true, capabilities: DENVD, enforcedBy: "denvd" },
+  // Daytona sandboxes as machines: each one a Docker-capable Daytona sandbox (a snapshot of an
+  // image that ships Docker Engine) in which the control plane runs its install script through
+  // Daytona's toolbox; denvd there joins like any host and runs whole compose files on the
+  // sandbox's own engine (Daytona's Docker-in-Docker). Everything a host does, denvd enforces.
+  "daytona-docker": { family: "provisioned", available: true, capabilities: DENVD, enforcedBy: "denvd" },
   e2b: {
     family: "hosted",
     available: true,
@@ -165,7 +179,7 @@ export const TargetMessages = {
     `target ${target} has ${count} host(s) or machine(s): remove them first (denv hosts rm), or remove the target with --force, which deletes a provisioned target's machines`,
   localTarget: "the local target cannot be removed: denv up joins this machine's denvd to it",
   notProvisioned: (target: string, kind: string) =>
-    `target ${target} is of kind ${kind}, which has no machines: only provisioned kinds (hetzner, aws) and hosted ones (e2b, daytona, modal, prime: their bridge) do`,
+    `target ${target} is of kind ${kind}, which has no machines: only provisioned kinds (hetzner, aws, daytona-docker) and hosted ones (e2b, daytona, modal, prime: their bridge) do`,
   /** Placement on a provisioned target with no host that takes the environment yet. */
   machineStarting: (target: string, machine: string) =>
     `no host in target '${target}' takes this environment yet: machine ${machine} is being created for it and joins when it has booted; deploy again once denv targets machines ${target} shows it joined`,
@@ -174,6 +188,8 @@ export const TargetMessages = {
   /** A provisioned machine that did not join within the cp's --provision-join-timeout-ms: deleted. */
   notJoined: (within: string) =>
     `did not join within ${within} of its creation (a failed boot or cloud-init, or its join token used elsewhere): deleted`,
+  /** A daytona-docker machine whose sandbox did not start or whose install failed (its sandbox deleted). */
+  installFailed: (sandbox: string, why: string) => `install in Daytona sandbox ${sandbox} failed: ${why}`,
   /** Removing a provisioned target whose provider could not list or delete its machines (the target is kept). */
   removeFailed: (target: string, why: string) =>
     `target ${target} was not removed: its provider could not list or delete its machines: ${why}`,

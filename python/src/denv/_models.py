@@ -276,7 +276,8 @@ class Target(_Model):
 
     Attributes:
         name: The target's name.
-        kind: ``hosts``, ``hetzner``, ``aws``, ``e2b``, ``daytona``, ``modal`` or ``prime``.
+        kind: ``hosts``, ``hetzner``, ``aws``, ``daytona-docker``, ``e2b``, ``daytona``,
+            ``modal`` or ``prime``.
         capabilities: What its kind can do (``snapshot``, ``fork``, ``egress_control``...).
         settings: Its kind's settings, defaults filled.
         credentials: The names of the credentials it holds; their values are never returned.

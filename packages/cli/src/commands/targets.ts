@@ -62,9 +62,9 @@ const add: CommandSpec = {
 KIND is ${TargetKind.options.join(", ")}. Settings are KEY=VALUE (denv targets kinds lists each
 kind's); credentials are read from the environment, never from arguments: hetzner's api_token from
 HCLOUD_TOKEN, aws's from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, e2b's api_key from
-E2B_API_KEY, daytona's from DAYTONA_API_KEY, prime's from PRIME_API_KEY, modal's token_id and
-token_secret from MODAL_TOKEN_ID and MODAL_TOKEN_SECRET. The control plane stores them encrypted and
-never shows them again.`,
+E2B_API_KEY, daytona's and daytona-docker's from DAYTONA_API_KEY, prime's from PRIME_API_KEY,
+modal's token_id and token_secret from MODAL_TOKEN_ID and MODAL_TOKEN_SECRET. The control plane
+stores them encrypted and never shows them again.`,
   remote: true,
   async run(ctx) {
     const [kindArg = "", name = "", ...pairs] = ctx.args(

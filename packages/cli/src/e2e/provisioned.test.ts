@@ -5,9 +5,15 @@ import path from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
 // The control plane's own test server for Hetzner's API (a test helper, not the cp's code).
 import { HetznerTestServer } from "../../../cp/src/testing/hetzner-server.js";
+import {
+  type DaytonaDouble,
+  startDaytonaDouble,
+} from "../../../denvd/src/providers/daytona/testing/daytona-double.js";
+import { runnableLines } from "./doc-blocks.js";
+import { waitUntil } from "./fixture-procs.js";
 import { type Hosts, startHosts } from "./hosts-fixture.js";
 import { bootMachine, type Machine, machineRootfs } from "./machine.js";
-import { cli, run as runProc } from "./stack.js";
+import { cli, repo, run as runProc } from "./stack.js";
 
 /**
  * A provisioned machine, from the control plane's cloud-init user data to graded episodes: a
@@ -48,6 +54,7 @@ x-denv:
 `;
 
 let hz: HetznerTestServer;
+let daytona: DaytonaDouble;
 let hosts: Hosts;
 let machine: Machine | undefined;
 let dir: string;
@@ -57,7 +64,7 @@ beforeAll(async () => {
   [lower] = await Promise.all([
     machineRootfs(),
     (async () => {
-      hz = await new HetznerTestServer(HCLOUD_TOKEN).start();
+      [hz, daytona] = await Promise.all([new HetznerTestServer(HCLOUD_TOKEN).start(), startDaytonaDouble()]);
       hosts = await startHosts({ hosts: [] });
     })(),
   ]);
@@ -89,10 +96,11 @@ afterAll(async () => {
   await machine?.kill();
   await hosts?.close();
   await hz?.close();
+  await daytona?.close();
   if (dir) rmSync(dir, { recursive: true, force: true });
 }, 180_000);
 
-it("a machine booted from the target's user data installs denvd from the cp, joins and runs episodes", async () => {
+it.concurrent("a machine booted from the target's user data installs denvd from the cp, joins and runs episodes", async () => {
   // The server the target created, as the cloud has it: its user data is the machine's. The
   // target's reconcile makes its minimum in the background, so `targets add` may answer first.
   for (const until = Date.now() + 60_000; hz.servers.size === 0 && Date.now() < until; ) {
@@ -149,33 +157,144 @@ it("a machine booted from the target's user data installs denvd from the cp, joi
   expect(after).toMatch(/^\d+$/);
   expect(after).not.toBe(before);
 
-  // An episode on it: deploy to the target, fork twice, solve one, grade both.
-  await machine.loadImage("debian:bookworm-slim");
-  const run = (args: string[]) => hosts.denv(args, { timeoutMs: 300_000 });
-  expect((await run(["projects", "create", "boot"])).code).toBe(0);
-  const deploy = await run(["deploy", path.join(dir, "boot"), "--project", "boot", "--target", "cloud"]);
-  expect(deploy.code, `${deploy.stderr}\n${machine.logs()}`).toBe(0);
-  const alpha = await hosts.json<{ host?: string; placement?: { host?: string } }>([
-    "env",
-    "show",
-    "boot/alpha",
-  ]);
-  expect(JSON.stringify(alpha)).toContain(joined?.host_id as string);
-  for (const name of ["solved", "untouched"]) {
-    const fork = await run(["env", "fork", "boot/alpha", "--name", name]);
-    expect(fork.code, fork.stderr).toBe(0);
-  }
-  const agent = await run(["exec", "boot/solved", "--", "sh", "-c", "id -u; echo 42 > /workspace/answer"]);
-  expect(agent.code, `${agent.stdout}\n${agent.stderr}\n${machine.logs()}`).toBe(0);
-  expect(agent.stdout.trim()).toBe("1000");
-  const reward = async (e: string) => (await hosts.json<{ reward?: number }>(["verify", e])).reward;
-  expect(await reward("boot/solved")).toBe(1);
-  expect(await reward("boot/untouched")).toBe(0);
-
+  await episode(machine, "cloud", "boot", joined?.host_id as string);
   // Removing the target deletes its server; the cloud then stops the machine.
-  for (const e of ["boot/solved", "boot/untouched", "boot/alpha"])
-    expect((await run(["env", "destroy", e])).code).toBe(0);
-  const rm = await run(["targets", "rm", "cloud", "--force"]);
+  const rm = await hosts.denv(["targets", "rm", "cloud", "--force"], { timeoutMs: 300_000 });
   expect(rm.code, rm.stderr).toBe(0);
   expect(hz.servers.size).toBe(0);
 }, 600_000);
+
+it.concurrent("how-to/connect-a-target.md's daytona-docker block: a Docker-capable Daytona sandbox installs denvd through the toolbox, joins, runs a two-service file, and goes with the target", async () => {
+  // Daytona's Docker-capable sandboxes are machines here (no privileged containers): each boots
+  // as machine.ts boots one, with no user data (Daytona has none), and the toolbox's execute
+  // runs in it as root.
+  const booted = new Map<string, Machine>();
+  const gone: string[] = [];
+  daytona.server.sandboxes.machines = {
+    snapshot: "denv-docker",
+    boot: async (id) => {
+      const m = await bootMachine(hosts, {
+        name: `d${booted.size + 1}`,
+        index: 10 + booted.size,
+        userData: "#cloud-config\n{}\n",
+        lower,
+      });
+      booted.set(id, m);
+    },
+    execute: async (id, command, o) => {
+      const m = booted.get(id);
+      if (!m) throw new Error(`no machine for sandbox ${id}`);
+      const env = Object.entries(o.envs).map(([k, v]) => `${k}=${v}`);
+      const r = await m.exec(["env", ...env, "sh", "-c", command], { timeoutMs: o.timeoutS * 1000 });
+      return { exitCode: r.code, output: r.stdout + r.stderr };
+    },
+    remove: async (id) => {
+      gone.push(id);
+      await booted.get(id)?.kill();
+    },
+  };
+  const cpCidr = `${new URL(hosts.url).hostname}/32`;
+  const env = {
+    ...hosts.env,
+    DAYTONA_API_KEY: daytona.apiKey,
+    DAYTONA_API_URL: daytona.url,
+    DENV_CP_CIDR: cpCidr,
+  };
+  const sh = (line: string) =>
+    runProc(
+      "bash",
+      ["-c", `denv() { node ${JSON.stringify(cli)} "$@"; }\ncd ${JSON.stringify(repo)}\n${line}`],
+      env,
+      {
+        timeoutMs: 300_000,
+      },
+    );
+  const lines = runnableLines("how-to/connect-a-target.md", "daytona-docker");
+  expect(lines.length).toBeGreaterThan(3);
+  const machines = async () =>
+    (
+      await hosts.json<{ machines: Array<{ id: string; status: string; host_id?: string; error?: string }> }>(
+        ["targets", "machines", "dind"],
+      )
+    ).machines;
+  let transcript = "";
+  for (const [i, { line, code }] of lines.entries()) {
+    if (line.includes("targets machines")) {
+      // Before the listing: the machine joined, and an episode ran on it.
+      let joined: { id: string; status: string; host_id?: string } | undefined;
+      await waitUntil("the Daytona machine joined", 300_000, async () => {
+        const ms = await machines();
+        const failed = ms.find((x) => x.status === "failed");
+        if (failed) throw new Error(`machine failed: ${failed.error}`);
+        joined = ms.find((x) => x.status === "joined");
+        return joined !== undefined;
+      });
+      const [sandbox] = [...daytona.server.sandboxes.all.values()];
+      expect(sandbox).toMatchObject({
+        name: joined?.id,
+        snapshot: "denv-docker",
+        cpu: 4,
+        memory: 8,
+        disk: 40,
+        networkAllowList: cpCidr,
+        autoStopInterval: 0,
+        labels: { "ai.denv.managed": "true", "ai.denv.target": "dind", "ai.denv.machine": joined?.id },
+      });
+      const m = booted.get(sandbox?.id ?? "");
+      if (!m) throw new Error("the sandbox booted no machine");
+      // The install came through the toolbox with the token in its environment, not its text.
+      expect(daytona.requests()).toContain(`POST /toolbox/${sandbox?.id}/process/execute`);
+      expect((await m.exec(["test", "-x", "/usr/local/lib/denv/denvd.mjs"])).code).toBe(0);
+      expect((await m.exec(["test", "-e", "/tmp/denv-install.sh"])).code).toBe(1);
+      await episode(m, "dind", "dind", joined?.host_id as string);
+    }
+    const r = await sh(line);
+    transcript += `$ ${line}\n${r.stdout}${r.stderr}`;
+    expect(r.code, `${line}\n${r.stdout}\n${r.stderr}`).toBe(code);
+    if (i === 0) expect(r.stdout).toContain("target dind created (daytona-docker)");
+  }
+  expect(transcript).toContain("daytona-docker targets need the setting snapshot");
+  expect(transcript).toMatch(/joined +daytona-docker\/4cpu-8GiB-40GiB \(billed by Daytona\)/);
+  // Removing the target deleted its sandbox (the machine with it) and its host.
+  expect(daytona.liveSandboxes()).toBe(0);
+  expect(gone).toHaveLength(1);
+  const { hosts: left } = await hosts.json<{ hosts: Array<{ target: string }> }>(["hosts", "list"]);
+  expect(left.filter((h) => h.target === "dind")).toEqual([]);
+}, 600_000);
+
+/**
+ * An episode on `target`'s machine: deploy the two-service file, fork twice, solve one as the
+ * agent, grade both (1 and 0), destroy them.
+ */
+async function episode(m: Machine, target: string, project: string, hostId: string): Promise<void> {
+  await m.loadImage("debian:bookworm-slim");
+  const run = (args: string[]) => hosts.denv(args, { timeoutMs: 300_000 });
+  expect((await run(["projects", "create", project])).code).toBe(0);
+  const deploy = await run(["deploy", path.join(dir, "boot"), "--project", project, "--target", target]);
+  expect(deploy.code, `${deploy.stderr}\n${m.logs()}`).toBe(0);
+  const alpha = await hosts.json<{ host?: string; placement?: { host?: string } }>([
+    "env",
+    "show",
+    `${project}/alpha`,
+  ]);
+  expect(JSON.stringify(alpha)).toContain(hostId);
+  for (const name of ["solved", "untouched"]) {
+    const fork = await run(["env", "fork", `${project}/alpha`, "--name", name]);
+    expect(fork.code, fork.stderr).toBe(0);
+  }
+  const agent = await run([
+    "exec",
+    `${project}/solved`,
+    "--",
+    "sh",
+    "-c",
+    "id -u; echo 42 > /workspace/answer",
+  ]);
+  expect(agent.code, `${agent.stdout}\n${agent.stderr}\n${m.logs()}`).toBe(0);
+  expect(agent.stdout.trim()).toBe("1000");
+  const reward = async (e: string) => (await hosts.json<{ reward?: number }>(["verify", e])).reward;
+  expect(await reward(`${project}/solved`)).toBe(1);
+  expect(await reward(`${project}/untouched`)).toBe(0);
+  for (const e of ["solved", "untouched", "alpha"])
+    expect((await run(["env", "destroy", `${project}/${e}`])).code).toBe(0);
+}

@@ -1,4 +1,4 @@
-import type { Deployment, Environment, Phase, Version } from "@denv/spec";
+import type { Deployment, Environment, Phase, TargetKindName, Version } from "@denv/spec";
 
 /**
  * What the store holds. Records are the cp's own view (camelCase); `services/present.ts` maps
@@ -122,7 +122,7 @@ export type VersionRecord = Omit<Version, "replicas">;
 
 export interface TargetRecord {
   name: string;
-  kind: "hosts" | "hetzner" | "aws" | "e2b" | "daytona" | "modal" | "prime";
+  kind: TargetKindName;
   createdAt: string;
   /** The kind's settings, defaults filled (absent on rows from before 0007_target_drivers). */
   settings?: Record<string, unknown>;

@@ -149,6 +149,30 @@ LimitNOFILE=1048576
 WantedBy=multi-user.target
 `;
 
+/** What the install script reads from its environment to join a provisioned machine. */
+export function joinEnv(o: { joinToken: string; machine: string; labels: Record<string, string> }): {
+  DENVD_TOKEN: string;
+  DENV_HOST_NAME: string;
+  DENV_HOST_LABELS: string;
+} {
+  const labels = Object.entries({ ...o.labels, "ai.denv.machine": o.machine })
+    .map(([k, v]) => `${k}=${v}`)
+    .join(",");
+  return { DENVD_TOKEN: o.joinToken, DENV_HOST_NAME: o.machine, DENV_HOST_LABELS: labels };
+}
+
+/**
+ * The install as one command for a machine reached through a provider's exec (no user data):
+ * the script fetched to a file (so that a failed fetch fails the command), run as root (through
+ * sudo where the exec's user is not), its exit status kept. The join settings come in its
+ * environment (joinEnv), never in its text.
+ */
+export function installCommand(cpUrl: string): string {
+  const f = "/tmp/denv-install.sh";
+  const run = `if [ "$(id -u)" = 0 ]; then sh ${f}; else sudo -E sh ${f}; fi`;
+  return `curl -fsSL ${q(`${cpUrl}/v1/install/install.sh`)} -o ${f} && { ${run}; rc=$?; rm -f ${f}; exit $rc; }`;
+}
+
 /**
  * A provisioned machine's cloud-init user data: the join token (single use, minted for this
  * machine) in a root-only file, then the cp's install script fetched and run with it.
@@ -159,14 +183,7 @@ export function cloudInit(o: {
   machine: string;
   labels: Record<string, string>;
 }): string {
-  const labels = Object.entries({ ...o.labels, "ai.denv.machine": o.machine })
-    .map(([k, v]) => `${k}=${v}`)
-    .join(",");
-  const env = [
-    `DENVD_TOKEN=${q(o.joinToken)}`,
-    `DENV_HOST_NAME=${q(o.machine)}`,
-    `DENV_HOST_LABELS=${q(labels)}`,
-  ];
+  const env = Object.entries(joinEnv(o)).map(([k, v]) => `${k}=${q(v)}`);
   return `#cloud-config
 write_files:
   - path: /etc/denv/join.env

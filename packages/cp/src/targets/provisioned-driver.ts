@@ -86,7 +86,7 @@ export abstract class ProvisionedDriver extends DenvdDriver implements TargetDri
   private readonly queues = new Map<string, Promise<unknown>>();
 
   constructor(
-    kind: "hetzner" | "aws" | "e2b" | "daytona" | "prime" | "modal",
+    kind: "hetzner" | "aws" | "daytona-docker" | "e2b" | "daytona" | "prime" | "modal",
     protected readonly deps: ProvisionDeps,
   ) {
     super(kind, deps.hub);

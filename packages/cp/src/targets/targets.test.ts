@@ -423,6 +423,7 @@ describe("docs/reference/targets.md", () => {
       TargetMessages.capabilityMissing("sbx", "e2b", "multi_service", "a file of 3 services needs"),
       TargetMessages.machineStarting("<target>", "<id>"),
       TargetMessages.atMaxMachines("<target>", "<n>" as unknown as number),
+      TargetMessages.installFailed("<id>", "<why>"),
       ControlPlaneMessages.targetKindNotAvailable("<kind>"),
     ]) {
       expect(flat.includes(m), m).toBe(true);

@@ -33,6 +33,8 @@ export interface Sandbox {
   env: Record<string, string>;
   labels: Record<string, string>;
   networkBlockAll: boolean;
+  /** Outbound CIDRs, comma-separated (recorded, not enforced by the double). */
+  networkAllowList?: string;
   cpu: number;
   memory: number;
   disk: number;
@@ -45,8 +47,27 @@ export interface Sandbox {
   updatedAt: Date;
   lastActivityAt: Date;
   containerId?: string;
+  /** A Docker-capable sandbox: a machine of `Sandboxes.machines`, not a container. */
+  machine?: boolean;
   buildInfo?: { dockerfileContent: string; contextHashes: string[] };
   log: BuildLog;
+}
+
+/**
+ * Docker-capable sandboxes (Daytona's Docker-in-Docker: an image that ships Docker Engine, which
+ * Daytona starts in the sandbox), which a container of the local engine cannot be here (no
+ * privileged containers): a test gives machines with engines of their own (the e2e's machine.ts),
+ * and every sandbox of `snapshot` is one of them. They answer the toolbox's execute only, as root.
+ */
+export interface DockerMachines {
+  snapshot: string;
+  boot(sandboxId: string): Promise<void>;
+  execute(
+    sandboxId: string,
+    command: string,
+    o: { envs: Record<string, string>; timeoutS: number },
+  ): Promise<{ exitCode: number; output: string }>;
+  remove(sandboxId: string): Promise<void>;
 }
 
 /**
@@ -58,6 +79,8 @@ export class Sandboxes {
   readonly all = new Map<string, Sandbox>();
   /** Called when a sandbox stops or goes: its toolbox sessions end with its processes. */
   onGone: (id: string) => void = () => undefined;
+  /** Where sandboxes of a Docker-capable snapshot run, when a test gives them. */
+  machines?: DockerMachines;
 
   constructor(
     private readonly o: {
@@ -81,7 +104,10 @@ export class Sandboxes {
   create(body: Record<string, unknown>): Sandbox {
     const buildInfo = body.buildInfo as { dockerfileContent?: string; contextHashes?: string[] } | undefined;
     let snapshot: ReturnType<Snapshots["get"]> | undefined;
-    if (typeof body.snapshot === "string" && body.snapshot !== "") {
+    const machine = this.machines !== undefined && body.snapshot === this.machines.snapshot;
+    if (machine) {
+      // A machine: no image of the local engine.
+    } else if (typeof body.snapshot === "string" && body.snapshot !== "") {
       snapshot = this.o.snapshots.get(body.snapshot);
       if (snapshot.state !== "active")
         throw new ApiError(400, `Snapshot ${body.snapshot} is ${snapshot.state}, not active`);
@@ -93,19 +119,21 @@ export class Sandboxes {
     const sb = this.add({
       id,
       name,
-      snapshot: snapshot?.name,
+      snapshot: machine ? String(body.snapshot) : snapshot?.name,
+      machine,
       image: snapshot?.image ?? "",
-      user: typeof body.user === "string" ? body.user : (snapshot?.user ?? ""),
+      user: machine ? "root" : typeof body.user === "string" ? body.user : (snapshot?.user ?? ""),
       env: (body.env ?? {}) as Record<string, string>,
       labels: (body.labels ?? {}) as Record<string, string>,
       networkBlockAll: body.networkBlockAll === true,
+      networkAllowList: typeof body.networkAllowList === "string" ? body.networkAllowList : undefined,
       cpu: Number(body.cpu ?? snapshot?.cpu ?? 1),
       memory: Number(body.memory ?? snapshot?.memory ?? 1),
       disk: Number(body.disk ?? snapshot?.disk ?? 3),
       autoStopInterval: Number(body.autoStopInterval ?? 15),
       autoArchiveInterval: Number(body.autoArchiveInterval ?? 10080),
       autoDeleteInterval: Number(body.autoDeleteInterval ?? -1),
-      state: snapshot ? "creating" : "pending_build",
+      state: snapshot || machine ? "creating" : "pending_build",
       buildInfo: buildInfo?.dockerfileContent
         ? { dockerfileContent: buildInfo.dockerfileContent, contextHashes: buildInfo.contextHashes ?? [] }
         : undefined,
@@ -117,6 +145,7 @@ export class Sandboxes {
   /** POST /sandbox/{id}/stop: its processes end; its files stay. */
   stop(sb: Sandbox): void {
     if (sb.state === "stopped") return;
+    this.needsContainer(sb);
     this.started(sb);
     this.set(sb, "stopping");
     this.onGone(sb.id);
@@ -193,6 +222,7 @@ export class Sandboxes {
     this.all.delete(sb.id);
     this.onGone(sb.id);
     if (sb.containerId) await this.o.docker.docker.containers.remove(sb.containerId);
+    if (sb.machine) await this.machines?.remove(sb.id);
     this.set(sb, "destroyed");
   }
 
@@ -215,6 +245,7 @@ export class Sandboxes {
 
   /** The sandbox's container, which a toolbox call needs running. */
   started(sb: Sandbox): string {
+    if (sb.state === "started" && sb.machine) return "";
     if (sb.state !== "started" || !sb.containerId)
       throw new ApiError(400, `Sandbox ${sb.id} is not started (state: ${sb.state})`);
     return sb.containerId;
@@ -265,6 +296,13 @@ export class Sandboxes {
   /** The image (a build when the SDK sent a Dockerfile), then the container. */
   private async provision(sb: Sandbox): Promise<void> {
     try {
+      if (sb.machine) {
+        this.set(sb, "starting");
+        await this.machines?.boot(sb.id);
+        sb.workdir = "/";
+        this.set(sb, "started");
+        return;
+      }
       if (sb.buildInfo) {
         const base =
           sb.buildInfo.contextHashes.length === 0 ? plainBase(sb.buildInfo.dockerfileContent) : undefined;

@@ -64,6 +64,21 @@ export class Toolbox {
     const path = q.get("path") ?? "";
     const route = `${method} ${rest}`;
     const ok = (body: unknown): Reply => ({ status: 200, json: body });
+    if (w.sb.machine) {
+      const machines = this.sandboxes.machines;
+      if (route !== "POST /process/execute" || !machines)
+        throw new ApiError(
+          400,
+          `the double's Docker sandboxes answer POST /process/execute only, not ${route}`,
+        );
+      const body = json();
+      if (typeof body.command !== "string" || body.command === "")
+        throw new ApiError(400, "command is required");
+      const timeoutS = Number(body.timeout ?? 0) > 0 ? Number(body.timeout) : EXECUTE_TIMEOUT_S;
+      const envs = (body.envs ?? {}) as Record<string, string>;
+      const r = await machines.execute(w.sb.id, body.command, { envs, timeoutS });
+      return ok({ exitCode: r.exitCode, result: r.output });
+    }
     if (route === "POST /process/execute") return ok(await this.execute(w, json()));
     if (route === "GET /user-home-dir" || route === "GET /work-dir") {
       const home = await this.docker.exec(w.container, {
