@@ -44,36 +44,33 @@ const url = (fallback?: string): SettingSpec => ({
     }
   },
 });
-/** `IP:PORT,IP:PORT` (the CLI) or an array (the API); IPv6 in brackets. */
-const listens: SettingSpec = {
-  rule: "IP:PORT addresses separated by commas (IPv6 in brackets)",
+/** A list setting: comma-separated (the CLI) or an array (the API), each item checked; at most `max`. */
+const list = (rule: string, ok: (s: string) => boolean, max = Number.POSITIVE_INFINITY): SettingSpec => ({
+  rule,
   default: [],
   parse: (v) => {
     const items =
       typeof v === "string" ? v.split(",").filter((s) => s !== "") : Array.isArray(v) ? v : undefined;
-    const ok = (s: unknown) =>
-      typeof s === "string" &&
-      /^(?:\[[0-9a-fA-F:.]+\]|\d{1,3}(?:\.\d{1,3}){3}):\d{1,5}$/.test(s) &&
-      Number(s.slice(s.lastIndexOf(":") + 1)) >= 1 &&
-      Number(s.slice(s.lastIndexOf(":") + 1)) <= 65535;
-    return items?.every(ok) ? items : undefined;
+    return items && items.length <= max && items.every((s) => typeof s === "string" && ok(s))
+      ? items
+      : undefined;
   },
-};
+});
 
-/** `CIDR,CIDR` (the CLI) or an array (the API): IPv4, at most 5 (Daytona's networkAllowList). */
-const cidrs: SettingSpec = {
-  rule: "up to 5 IPv4 CIDRs separated by commas (such as 203.0.113.7/32)",
-  default: [],
-  parse: (v) => {
-    const items =
-      typeof v === "string" ? v.split(",").filter((s) => s !== "") : Array.isArray(v) ? v : undefined;
-    const ok = (s: unknown) =>
-      typeof s === "string" &&
-      /^\d{1,3}(\.\d{1,3}){3}\/\d{1,2}$/.test(s) &&
-      s.split(/[./]/).every((n, i) => Number(n) <= (i === 4 ? 32 : 255));
-    return items && items.length <= 5 && items.every(ok) ? items : undefined;
-  },
-};
+/** Listeners: IP:PORT, IPv6 in brackets. */
+const listens = list("IP:PORT addresses separated by commas (IPv6 in brackets)", (s) => {
+  const port = Number(s.slice(s.lastIndexOf(":") + 1));
+  return /^(?:\[[0-9a-fA-F:.]+\]|\d{1,3}(?:\.\d{1,3}){3}):\d{1,5}$/.test(s) && port >= 1 && port <= 65535;
+});
+
+/** IPv4 CIDRs, at most 5 (Daytona's networkAllowList). */
+const cidrs = list(
+  "up to 5 IPv4 CIDRs separated by commas (such as 203.0.113.7/32)",
+  (s) =>
+    /^\d{1,3}(\.\d{1,3}){3}\/\d{1,2}$/.test(s) &&
+    s.split(/[./]/).every((n, i) => Number(n) <= (i === 4 ? 32 : 255)),
+  5,
+);
 
 /** `k=v,k2=v2` (the CLI) or an object (the API). */
 const labels: SettingSpec = {

@@ -156,15 +156,17 @@ export async function teardown(id: string): Promise<string[]> {
       if (dev && file?.startsWith(`${LIB_ROOT}/${id}/`)) await sh("losetup", ["-d", dev]);
     }
   });
-  await step("delete the forwarding rule", async () => {
-    const rule = forwardRule(id);
-    for (let i = 0; i < 10; i++) {
-      const r = await sh("iptables", ["-w", "-C", ...rule]).then(
-        () => true,
-        () => false,
-      );
-      if (!r) return;
-      await sh("iptables", ["-w", "-D", ...rule]);
+  await step("delete the forwarding rules", async () => {
+    // The bridge's own (forwardRule) and a machine's way to its package mirrors (machine-mirrors.ts).
+    for (const [table, chain] of [
+      ["filter", "FORWARD"],
+      ["nat", "POSTROUTING"],
+    ] as const) {
+      const listed = (await sh("iptables", ["-w", "-t", table, "-S", chain])).stdout;
+      for (const line of listed.split("\n")) {
+        if (!line.startsWith(`-A ${chain} `) || !line.includes(`--comment ${PREFIX}${id} `)) continue;
+        await sh("iptables", ["-w", "-t", table, "-D", ...line.slice(3).trim().split(/\s+/)]);
+      }
     }
   });
   await step("delete namespaces", async () => {

@@ -6,6 +6,7 @@ import { cleanEnv, type Proc, startProc, waitUntil } from "./fixture-procs.js";
 import { makeNamespace } from "./hosts-engines.js";
 import type { Hosts } from "./hosts-fixture.js";
 import { LIB_ROOT, PREFIX } from "./hosts-teardown.js";
+import { openMirrors } from "./machine-mirrors.js";
 import { type RunResult, repo, run } from "./stack.js";
 
 /**
@@ -13,8 +14,9 @@ import { type RunResult, repo, run } from "./stack.js";
  * a cloud VM boots: the root filesystem of deploy/machine-image (Debian 13 with Docker, Node.js
  * and cloud-init; nothing of denv), an overlay of its own over it, and cloud-init running the
  * user data the control plane generated (its NoCloud seed). The machine is a network namespace
- * on a hosts fixture's bridge (it reaches the control plane and nothing else) plus mount, pid,
- * UTS and IPC namespaces, its root pivoted to that filesystem: its own Docker engine, its own denvd
+ * on a hosts fixture's bridge (it reaches the control plane, with `mirrors` its package mirrors
+ * too, and nothing else) plus mount, pid, UTS and IPC namespaces, its root pivoted to that
+ * filesystem: its own Docker engine, its own denvd
  * (the install script starts both, with no systemd), its own /etc and /var. Privileged
  * containers cannot run on these machines, so this is the container.
  *
@@ -110,7 +112,14 @@ exec chroot . /bin/sh -c '
  */
 export async function bootMachine(
   hosts: Hosts,
-  o: { name: string; index: number; userData: string; lower: string },
+  o: {
+    name: string;
+    index: number;
+    userData: string;
+    lower: string;
+    /** Let the machine reach its apt sources' mirrors (machine-mirrors.ts), so that it can build images. */
+    mirrors?: boolean;
+  },
 ): Promise<Machine> {
   const { id } = hosts;
   const gateway = new URL(hosts.url).hostname;
@@ -127,6 +136,8 @@ export async function bootMachine(
   writeFileSync(boot, bootScript(dir, o.lower), { mode: 0o700 });
 
   await makeNamespace({ netns, veth, peer, bridge: `${PREFIX}${id}`, address });
+  if (o.mirrors)
+    await openMirrors({ id, netns, address, gateway, lower: o.lower, upper: path.join(dir, "upper") });
 
   // nsenter --net, not `ip netns exec`: that one mounts a fresh /sys, without the cgroup
   // hierarchies the machine's engine needs.

@@ -1,6 +1,5 @@
 import { createHash } from "node:crypto";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import os from "node:os";
+import { readFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
 // The control plane's own test server for Hetzner's API (a test helper, not the cp's code).
@@ -16,48 +15,31 @@ import { bootMachine, type Machine, machineRootfs } from "./machine.js";
 import { cli, repo, run as runProc } from "./stack.js";
 
 /**
- * A provisioned machine, from the control plane's cloud-init user data to graded episodes: a
- * `hetzner` target (against a Hetzner Cloud API on loopback) creates a server; the test, in the
- * cloud's place, boots a fresh machine with that server's user data (machine.ts: Debian 13 with
- * Docker, Node.js and cloud-init, nothing of denv); cloud-init runs it, the control plane's
- * install script installs the denvd bundle it serves, joins with the single-use token minted for
- * that machine and starts denvd; then an episode runs there: deploy, two forks, an exec as the
- * agent, two verifies (1 and 0). The machine has no route beyond the fixture's bridge, so the
- * project is one that builds nothing (the quickstart's images install Debian packages, which a
- * machine here cannot fetch): the base image is loaded into its engine as a cloud image would
- * carry it.
+ * Provisioned machines, from what the control plane gives a new machine to graded episodes.
+ *
+ * - hetzner: a target (against a Hetzner Cloud API on loopback) creates a server; the test, in
+ *   the cloud's place, boots a fresh machine with that server's user data (machine.ts: Debian 13
+ *   with Docker, Node.js and cloud-init, nothing of denv); cloud-init runs it, the control plane's
+ *   install script installs the denvd bundle it serves, joins with the single-use token minted
+ *   for that machine and starts denvd; then the quickstart runs there: deploy, two forks, the
+ *   agent's fix in one, two verifies (1 and 0).
+ * - daytona-docker: connect-a-target.md's block, against the Daytona double, whose sandboxes of
+ *   the Docker-capable snapshot are machines booted the same way (no user data: the control plane
+ *   installs through the toolbox), and the block runs the whole quickstart there.
+ *
+ * Each machine reaches the control plane and its package mirrors (machine-mirrors.ts) and
+ * nothing else: the quickstart's images build on its own engine from the base image, loaded
+ * into it as a cloud image would carry it.
+ *
+ * The two run at once: they share the fixture's control plane and nothing else.
  */
 
 const HCLOUD_TOKEN = "hcloud-machine-test-0123456789abcdef";
-
-const PROJECT = `name: boot
-services:
-  main:
-    image: debian:bookworm-slim
-    command: ["sleep", "infinity"]
-    init: true
-    volumes: [data:/data]
-  side:
-    image: debian:bookworm-slim
-    command: ["sleep", "infinity"]
-    init: true
-    volumes: [data:/data]
-volumes:
-  data: {}
-x-denv:
-  agent: main
-  verifier:
-    image: debian:bookworm-slim
-    command: ["sh", "-c", 'if [ "$$(cat /submission/workspace/answer)" = 42 ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt']
-    timeout: 60
-    submission: [/workspace/answer]
-`;
 
 let hz: HetznerTestServer;
 let daytona: DaytonaDouble;
 let hosts: Hosts;
 let machine: Machine | undefined;
-let dir: string;
 let lower: string;
 
 beforeAll(async () => {
@@ -68,9 +50,6 @@ beforeAll(async () => {
       hosts = await startHosts({ hosts: [] });
     })(),
   ]);
-  dir = mkdtempSync(path.join(os.tmpdir(), "denv-machine-"));
-  mkdirSync(path.join(dir, "boot"));
-  writeFileSync(path.join(dir, "boot", "compose.yaml"), PROJECT);
   // The first machine of the target, created at `targets add` (min_machines=1).
   // The Hetzner API token in HCLOUD_TOKEN, as connect-a-target.md says (never in argv).
   const add = await runProc(
@@ -97,10 +76,9 @@ afterAll(async () => {
   await hosts?.close();
   await hz?.close();
   await daytona?.close();
-  if (dir) rmSync(dir, { recursive: true, force: true });
 }, 180_000);
 
-it.concurrent("a machine booted from the target's user data installs denvd from the cp, joins and runs episodes", async () => {
+it.concurrent("a machine booted from the target's user data installs denvd from the cp, joins and runs the quickstart", async () => {
   // The server the target created, as the cloud has it: its user data is the machine's. The
   // target's reconcile makes its minimum in the background, so `targets add` may answer first.
   for (const until = Date.now() + 60_000; hz.servers.size === 0 && Date.now() < until; ) {
@@ -110,7 +88,13 @@ it.concurrent("a machine booted from the target's user data installs denvd from 
   const [server] = [...hz.servers.values()];
   if (server === undefined) throw new Error("no server");
   expect(server.user_data).toMatch(/^#cloud-config\n/);
-  machine = await bootMachine(hosts, { name: "m1", index: 0, userData: server.user_data, lower });
+  machine = await bootMachine(hosts, {
+    name: "m1",
+    index: 0,
+    userData: server.user_data,
+    lower,
+    mirrors: true,
+  });
 
   // It joined as its machine, with the denvd bundle the cp serves (checked by the install script too).
   const machines = async () =>
@@ -164,7 +148,7 @@ it.concurrent("a machine booted from the target's user data installs denvd from 
   expect(hz.servers.size).toBe(0);
 }, 600_000);
 
-it.concurrent("how-to/connect-a-target.md's daytona-docker block: a Docker-capable Daytona sandbox installs denvd through the toolbox, joins, runs a two-service file, and goes with the target", async () => {
+it.concurrent("how-to/connect-a-target.md's daytona-docker block: a Docker-capable Daytona sandbox installs denvd through the toolbox, joins, runs the whole quickstart (0 then 1), and goes with the target", async () => {
   // Daytona's Docker-capable sandboxes are machines here (no privileged containers): each boots
   // as machine.ts boots one, with no user data (Daytona has none), and the toolbox's execute
   // runs in it as root.
@@ -177,6 +161,7 @@ it.concurrent("how-to/connect-a-target.md's daytona-docker block: a Docker-capab
         name: `d${booted.size + 1}`,
         index: 10 + booted.size,
         userData: "#cloud-config\n{}\n",
+        mirrors: true,
         lower,
       });
       booted.set(id, m);
@@ -246,7 +231,8 @@ it.concurrent("how-to/connect-a-target.md's daytona-docker block: a Docker-capab
       expect(daytona.requests()).toContain(`POST /toolbox/${sandbox?.id}/process/execute`);
       expect((await m.exec(["test", "-x", "/usr/local/lib/denv/denvd.mjs"])).code).toBe(0);
       expect((await m.exec(["test", "-e", "/tmp/denv-install.sh"])).code).toBe(1);
-      await episode(m, "dind", "dind", joined?.host_id as string);
+      // The quickstart's images build on the machine's engine from this base (no registry here).
+      await m.loadImage("debian:bookworm-slim");
     }
     const r = await sh(line);
     transcript += `$ ${line}\n${r.stdout}${r.stderr}`;
@@ -254,6 +240,12 @@ it.concurrent("how-to/connect-a-target.md's daytona-docker block: a Docker-capab
     if (i === 0) expect(r.stdout).toContain("target dind created (daytona-docker)");
   }
   expect(transcript).toContain("daytona-docker targets need the setting snapshot");
+  // The whole quickstart on the sandbox's engine: the app reaches db by name, graded 0 then 1.
+  expect(transcript).toMatch(/^\$ denv exec shop-dind\/alpha -- getent hosts db\n\S+ +db\b/m);
+  const rewards = [...transcript.matchAll(/^\$ denv verify shop-dind\/alpha\nreward +(\S+)\n/gm)].map(
+    (x) => x[1],
+  );
+  expect(rewards, transcript).toEqual(["0", "1"]);
   expect(transcript).toMatch(/joined +daytona-docker\/4cpu-8GiB-40GiB \(billed by Daytona\)/);
   // Removing the target deleted its sandbox (the machine with it) and its host.
   expect(daytona.liveSandboxes()).toBe(0);
@@ -263,14 +255,21 @@ it.concurrent("how-to/connect-a-target.md's daytona-docker block: a Docker-capab
 }, 600_000);
 
 /**
- * An episode on `target`'s machine: deploy the two-service file, fork twice, solve one as the
- * agent, grade both (1 and 0), destroy them.
+ * The quickstart on `target`'s machine: deploy (its images built on the machine's engine), fork
+ * twice, fix one as the agent, grade both (1 and 0), destroy them.
  */
 async function episode(m: Machine, target: string, project: string, hostId: string): Promise<void> {
   await m.loadImage("debian:bookworm-slim");
-  const run = (args: string[]) => hosts.denv(args, { timeoutMs: 300_000 });
+  const run = (args: string[], input?: string) => hosts.denv(args, { timeoutMs: 300_000, input });
   expect((await run(["projects", "create", project])).code).toBe(0);
-  const deploy = await run(["deploy", path.join(dir, "boot"), "--project", project, "--target", target]);
+  const deploy = await run([
+    "deploy",
+    path.join(repo, "examples/quickstart"),
+    "--project",
+    project,
+    "--target",
+    target,
+  ]);
   expect(deploy.code, `${deploy.stderr}\n${m.logs()}`).toBe(0);
   const alpha = await hosts.json<{ host?: string; placement?: { host?: string } }>([
     "env",
@@ -282,16 +281,10 @@ async function episode(m: Machine, target: string, project: string, hostId: stri
     const fork = await run(["env", "fork", `${project}/alpha`, "--name", name]);
     expect(fork.code, fork.stderr).toBe(0);
   }
-  const agent = await run([
-    "exec",
-    `${project}/solved`,
-    "--",
-    "sh",
-    "-c",
-    "id -u; echo 42 > /workspace/answer",
-  ]);
+  const fix = readFileSync(path.join(repo, "examples/quickstart/agent/fix.sh"), "utf8");
+  const agent = await run(["exec", "-i", `${project}/solved`, "--", "bash", "-s"], fix);
   expect(agent.code, `${agent.stdout}\n${agent.stderr}\n${m.logs()}`).toBe(0);
-  expect(agent.stdout.trim()).toBe("1000");
+  expect(agent.stdout).toContain("as agent (uid 1000)");
   const reward = async (e: string) => (await hosts.json<{ reward?: number }>(["verify", e])).reward;
   expect(await reward(`${project}/solved`)).toBe(1);
   expect(await reward(`${project}/untouched`)).toBe(0);

@@ -51,6 +51,31 @@ export function lookupUser(passwd: string, user: string, provider = PROVIDER): S
 }
 
 /**
+ * The program that drops root to a user where a provider's call takes no user (Modal) or must
+ * drop capabilities too (Prime's services): util-linux's, by its system path. Root runs it, so
+ * it must be one the agent cannot replace: a sandbox in which the agent's user can write
+ * /usr/bin is refused (ProviderMessages.agentWritesSystem).
+ */
+export const SETPRIV = "/usr/bin/setpriv";
+
+/** A user resolved through a sandbox's passwd, with what setpriv and a login need. */
+export interface PasswdUser extends SandboxUser {
+  gid: number;
+  home: string;
+}
+
+/** lookupUser, and the user's primary group and home from the same passwd line. */
+export function passwdUser(passwd: string, user: string, provider = PROVIDER): PasswdUser {
+  const { name, uid } = lookupUser(passwd, user, provider);
+  const fields =
+    passwd
+      .split("\n")
+      .find((l) => l.split(":")[0] === name)
+      ?.split(":") ?? [];
+  return { name, uid, gid: Number(fields[3] ?? uid), home: fields[5] || "/" };
+}
+
+/**
  * Protection 1 as denvd's Docker runtime applies it (principalFor): on the agent service of an
  * rl-environment, root is refused, decided on the uid the user resolves to, never on a spelling.
  * Protection 2 where the verifier grades in the agent's own sandbox (it reaches the services): the

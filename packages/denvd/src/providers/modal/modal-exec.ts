@@ -5,36 +5,18 @@ import type { Sandbox } from "modal";
 import type { RawExecResult } from "../../exec-runner.js";
 import type { ExecOptions } from "../../runtime/environment-exec.js";
 import { Capped, checkExecRequest, EXEC_TAG, KILL_TAGGED, watchExec } from "../e2b/sandbox-exec.js";
-import { lookupUser, SYSTEM_PATH } from "../e2b/sandbox-user.js";
+import { type PasswdUser, passwdUser, SETPRIV, SYSTEM_PATH } from "../e2b/sandbox-user.js";
 import { PROVIDER } from "./modal-dockerfile.js";
 
 /** Who a command runs as in a Modal sandbox: resolved from the sandbox's /etc/passwd. */
-export interface ModalUser {
-  name: string;
-  uid: number;
-  gid: number;
-  home: string;
-}
-
-/**
- * The program that drops root to the user: util-linux's, by its system path. Root runs it, so it
- * must be one the agent cannot replace: the sandbox is refused when the agent's user can write
- * /usr/bin (ProviderMessages.agentWritesSystem), as on Daytona.
- */
-export const SETPRIV = "/usr/bin/setpriv";
+export type ModalUser = PasswdUser;
 
 /**
  * Resolves `user` (a name or a uid in any spelling) through the sandbox's /etc/passwd, which the
  * caller read as root: a uid without a passwd entry and a group are refused (lookupUser's lines).
  */
 export function modalUser(passwd: string, user: string): ModalUser {
-  const { name, uid } = lookupUser(passwd, user, PROVIDER);
-  const fields =
-    passwd
-      .split("\n")
-      .find((l) => l.split(":")[0] === name)
-      ?.split(":") ?? [];
-  return { name, uid, gid: Number(fields[3] ?? uid), home: fields[5] || "/" };
+  return passwdUser(passwd, user, PROVIDER);
 }
 
 /**

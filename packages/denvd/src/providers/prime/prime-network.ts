@@ -54,7 +54,7 @@ export async function joinNetwork(
   const agentSandbox = sandboxes.get(plan.agent.service);
   if (!agentSandbox) throw new DenvError("invalid_request", `no sandbox for service ${plan.agent.service}`);
   const lines = await hostsLines(host, agentSandbox, plan, sandboxes);
-  for (const sandboxId of sandboxes.values()) await writeHosts(host, sandboxId, lines);
+  await Promise.all([...sandboxes.values()].map((sandboxId) => writeHosts(host, sandboxId, lines)));
   return network.id;
 }
 
@@ -85,26 +85,32 @@ async function hostsLines(
   plan: Plan,
   sandboxes: ReadonlyMap<string, string>,
 ): Promise<string[]> {
-  const lines: string[] = [];
-  for (const s of plan.services) {
-    const ip = await resolveMember(host, from, sandboxes.get(s.name) as string);
-    lines.push(`${ip} ${[s.name, ...s.aliases.filter((a) => a !== s.name)].join(" ")} ${HOSTS_MARK}`);
-  }
-  return lines;
+  const ips = await resolveMembers(
+    host,
+    from,
+    plan.services.map((s) => `${sandboxes.get(s.name)}.sandbox.internal`),
+  );
+  return plan.services.map(
+    (s, i) => `${ips[i]} ${[s.name, ...s.aliases.filter((a) => a !== s.name)].join(" ")} ${HOSTS_MARK}`,
+  );
 }
 
-/** A member's address, as `<id>.sandbox.internal` resolves in `from`, retried while it is new. */
-async function resolveMember(host: PrimeHost, from: string, member: string): Promise<string> {
-  const name = `${member}.sandbox.internal`;
+/**
+ * Members' addresses, as each `<id>.sandbox.internal` resolves in `from`: one command for all of
+ * them (the first address of each, `-` for none), retried while any is new.
+ */
+async function resolveMembers(host: PrimeHost, from: string, names: readonly string[]): Promise<string[]> {
+  const script = `set -f; for n in $DENV_NAMES; do set -- $(getent hosts "$n"); echo "\${1:--}"; done`;
   const deadline = Date.now() + RESOLVE_MS;
   for (;;) {
-    const out = await asRoot(host, from)(`getent hosts "$DENV_NAME" || true`, { DENV_NAME: name });
-    const ip = out.trim().split(/\s+/)[0] ?? "";
-    if (isIP(ip) !== 0) return ip;
+    const out = await asRoot(host, from)(script, { DENV_NAMES: names.join(" ") });
+    const ips = out.trim().split("\n");
+    const missing = names.findIndex((_, i) => isIP(ips[i] ?? "") === 0);
+    if (missing < 0) return ips;
     if (Date.now() > deadline)
       throw new DenvError(
         "docker",
-        `${PROVIDER}: ${name} did not resolve to an address (got '${out.trim().slice(0, 80)}')`,
+        `${PROVIDER}: ${names[missing]} did not resolve to an address (got '${(ips[missing] ?? "").slice(0, 80)}')`,
       );
     await new Promise((r) => setTimeout(r, 250));
   }

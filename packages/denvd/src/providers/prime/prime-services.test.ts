@@ -240,6 +240,8 @@ describe("PrimeRuntime with several services on the Prime double", { timeout: 90
     const right = await rt.verify(ENV, { command: "cmd-verify-1" });
     expect(right.status, right.log).toBe("graded");
     expect(right.rewards).toEqual({ reward: 1, uid: 1001 });
+    // The version graded was taken in a frozen window of the services, and the verify says how long.
+    expect(right.evidence.snapshot.frozen_ms).toBeGreaterThan(0);
     expect(right.evidence.verifier?.isolation).toMatch(
       /^prime: a sandbox of its own \S+ from the verifier's image, a member of the fork's private network \S+, as uid 1001 \(judge\), without internet access$/,
     );

@@ -1,23 +1,20 @@
-import type { ServicePlan } from "@denv/spec";
+import { type ServicePlan, validateCompose } from "@denv/spec";
 import { describe, expect, it } from "vitest";
 import { serviceStart } from "./prime-start.js";
 
-const service = (o: Partial<ServicePlan> = {}): ServicePlan => ({
-  name: "db",
-  image: "db",
-  environment: {},
-  volumes: [],
-  tmpfs: [],
-  dependsOn: [],
-  expose: [],
-  labels: {},
-  capDrop: [],
-  aliases: [],
-  resources: { memoryBytes: 512 * 1024 ** 2, cpus: 1, pids: 256 },
-  ports: [],
-  dnsOpt: [],
-  ...o,
-});
+/** Service `db` of a compose file, as the validator plans it (its defaults, not a copy of them). */
+function service(lines = ""): ServicePlan {
+  const r = validateCompose(`services:\n  db:\n    image: db\n${lines}`, {
+    env: {},
+    readFile: () => undefined,
+    exists: () => false,
+    projectName: "demo",
+  });
+  if (!r.ok) throw new Error(r.refusals.join("\n"));
+  const db = r.plan.services.find((x) => x.name === "db");
+  if (!db) throw new Error("no service db");
+  return db;
+}
 
 describe("serviceStart: what a service runs, as Docker would start its container", () => {
   it("runs the image's ENTRYPOINT with its CMD, as its USER in its WORKDIR", () => {
@@ -28,7 +25,7 @@ describe("serviceStart: what a service runs, as Docker would start its container
 
   it("compose's command replaces the CMD, its user and working_dir the image's", () => {
     expect(
-      serviceStart(service({ command: "run now", user: "1000", workingDir: "/w" }), {
+      serviceStart(service("    command: run now\n    user: '1000'\n    working_dir: /w\n"), {
         entrypoint: ["/e"],
         cmd: ["ignored"],
         user: "redis",
@@ -38,9 +35,9 @@ describe("serviceStart: what a service runs, as Docker would start its container
 
   it("compose's entrypoint replaces the image's and drops its CMD; a shell-form entrypoint takes no CMD", () => {
     expect(
-      serviceStart(service({ entrypoint: ["/mine"] }), { entrypoint: ["/e"], cmd: ["c"] })?.argv,
+      serviceStart(service("    entrypoint: [/mine]\n"), { entrypoint: ["/e"], cmd: ["c"] })?.argv,
     ).toEqual(["/mine"]);
-    expect(serviceStart(service({ command: ["x"] }), { entrypoint: "exec /e" })?.argv).toEqual([
+    expect(serviceStart(service("    command: [x]\n"), { entrypoint: "exec /e" })?.argv).toEqual([
       "/bin/sh",
       "-c",
       "exec /e",
@@ -49,7 +46,7 @@ describe("serviceStart: what a service runs, as Docker would start its container
 
   it("runs nothing when neither compose nor the Dockerfile names a command, from / as the sandbox's user", () => {
     expect(serviceStart(service(), {})).toBeUndefined();
-    expect(serviceStart(service({ command: ["sleep", "1"] }), {})).toEqual({
+    expect(serviceStart(service("    command: [sleep, '1']\n"), {})).toEqual({
       argv: ["sleep", "1"],
       workdir: "/",
     });

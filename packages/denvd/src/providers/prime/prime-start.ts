@@ -3,16 +3,13 @@ import { resolve, sep } from "node:path";
 import { DenvError, type Plan, ProviderMessages, type ServicePlan } from "@denv/spec";
 import { type ImageDefaults, imageDefaults } from "../dockerfile-steps.js";
 import { shellQuote } from "../e2b/sandbox-exec.js";
-import { lookupUser } from "../e2b/sandbox-user.js";
+import { passwdUser, SETPRIV } from "../e2b/sandbox-user.js";
 import { waitHealthyWith } from "../service-health.js";
 import { PROVIDER, type PrimeHost, provider } from "./prime-host.js";
 import type { PrimeEnvironmentRecord } from "./prime-records.js";
 
 /** Where a service's output goes in its sandbox (the sandbox's own, not the agent's to read back). */
 const SERVICE_LOG = "/tmp/.denv-service.log";
-
-/** The system's setpriv, by its path: how root starts a service with capabilities dropped. */
-const SETPRIV = "/usr/bin/setpriv";
 
 /** How a service starts in its sandbox: its argv, as whom, where. */
 export interface ServiceStart {
@@ -66,19 +63,14 @@ export async function startService(
   let user = start.user;
   if (service.capDrop.length > 0) {
     const passwd = (await provider(() => host.api.downloadFile(sandboxId, "/etc/passwd"))).toString("utf8");
-    const who = lookupUser(passwd, start.user ?? "0", PROVIDER);
-    const gid =
-      passwd
-        .split("\n")
-        .find((l) => l.split(":")[0] === who.name)
-        ?.split(":")[3] ?? String(who.uid);
+    const who = passwdUser(passwd, start.user ?? "0", PROVIDER);
     const caps = service.capDrop.map((c) =>
       c.toUpperCase() === "ALL" ? "-all" : `-${c.toLowerCase().replace(/^cap_/, "")}`,
     );
     line = [
       SETPRIV,
       `--reuid=${who.uid}`,
-      `--regid=${gid}`,
+      `--regid=${who.gid}`,
       "--init-groups",
       `--bounding-set=${caps.join(",")}`,
       `--inh-caps=${caps.join(",")}`,

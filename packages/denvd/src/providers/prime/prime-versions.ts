@@ -25,11 +25,12 @@ export async function captureVersion(
   try {
     const sandboxes: Record<string, string> = { [rec.plan.agent.service]: rec.sandboxId };
     for (const [service, peer] of Object.entries(rec.peers ?? {})) sandboxes[service] = peer.sandboxId;
-    const checkpoints: Record<string, string> = {};
+    let checkpoints: Record<string, string> = {};
     const frozenMs = await frozen(host, rec, async () => {
-      for (const [service, sandboxId] of Object.entries(sandboxes)) {
-        checkpoints[service] = await checkpoint(host, sandboxId);
-      }
+      const made = Object.entries(sandboxes).map(
+        async ([service, sandboxId]) => [service, await checkpoint(host, sandboxId)] as const,
+      );
+      checkpoints = Object.fromEntries(await Promise.all(made));
     });
     const { [rec.plan.agent.service]: agentCheckpoint, ...peerCheckpoints } = checkpoints;
     const took = Date.now() - started;
@@ -94,7 +95,12 @@ async function frozen(
   const sandboxes = Object.keys(keep);
   const start = Date.now();
   try {
-    for (const sandbox of sandboxes) await signalAllBut(asRoot(host, sandbox), keep[sandbox] ?? [], "STOP");
+    // All at once, and every one settled before a resume (a late STOP would outlive the window).
+    const stopped = await Promise.allSettled(
+      sandboxes.map((sandbox) => signalAllBut(asRoot(host, sandbox), keep[sandbox] ?? [], "STOP")),
+    );
+    const failed = stopped.find((r) => r.status === "rejected");
+    if (failed) throw failed.reason;
     await capture();
   } finally {
     const resumed = await Promise.allSettled(
