@@ -3,13 +3,13 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { isIPv4 } from "node:net";
 import path from "node:path";
 import { promisify } from "node:util";
-import { hostMirrors } from "../../../denvd/src/build/host-mirrors.js";
 import { PREFIX } from "./hosts-teardown.js";
 
 const sh = promisify(execFile);
 
 /**
- * The package mirrors of a machine's apt sources, and nothing else beyond the fixture's bridge:
+ * The package mirrors `hosts` (a machine's apt sources: denvd's hostMirrors of its image), and
+ * nothing else beyond the fixture's bridge:
  * each mirror host is resolved here (as this machine's resolver answers), named in the machine's
  * /etc/hosts, routed through the bridge's gateway, and let out by this machine's firewall for TCP
  * 80 and 443 to those addresses only, masqueraded (rules commented `dvt<id>`, which the
@@ -22,18 +22,19 @@ export async function openMirrors(o: {
   netns: string;
   address: string;
   gateway: string;
-  /** The machine image's root filesystem (its apt sources). */
+  /** The mirrors' host names. */
+  hosts: readonly string[];
+  /** The machine image's root filesystem (its /etc/hosts). */
   lower: string;
   /** The machine's overlay upper folder (its /etc/hosts goes there). */
   upper: string;
 }): Promise<string[]> {
   const named: string[] = [];
   const addresses = new Set<string>();
-  for (const host of await hostMirrors(o.lower)) {
+  for (const host of o.hosts) {
     const out = (await sh("getent", ["ahostsv4", host]).catch(() => ({ stdout: "" }))).stdout;
     const ips = [...new Set(out.split("\n").map((l) => l.split(/\s+/)[0] ?? ""))].filter((ip) => isIPv4(ip));
-    if (ips.length === 0)
-      throw new Error(`package mirror ${host} (the machine image's apt sources) does not resolve here`);
+    if (ips.length === 0) throw new Error(`package mirror ${host} does not resolve here`);
     for (const ip of ips) {
       named.push(`${ip} ${host}`);
       addresses.add(ip);

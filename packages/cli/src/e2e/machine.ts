@@ -117,8 +117,8 @@ export async function bootMachine(
     index: number;
     userData: string;
     lower: string;
-    /** Let the machine reach its apt sources' mirrors (machine-mirrors.ts), so that it can build images. */
-    mirrors?: boolean;
+    /** Package mirrors (host names) the machine may reach (machine-mirrors.ts), so that it can build images. */
+    mirrors?: readonly string[];
   },
 ): Promise<Machine> {
   const { id } = hosts;
@@ -136,8 +136,16 @@ export async function bootMachine(
   writeFileSync(boot, bootScript(dir, o.lower), { mode: 0o700 });
 
   await makeNamespace({ netns, veth, peer, bridge: `${PREFIX}${id}`, address });
-  if (o.mirrors)
-    await openMirrors({ id, netns, address, gateway, lower: o.lower, upper: path.join(dir, "upper") });
+  if (o.mirrors?.length)
+    await openMirrors({
+      id,
+      netns,
+      address,
+      gateway,
+      hosts: o.mirrors,
+      lower: o.lower,
+      upper: path.join(dir, "upper"),
+    });
 
   // nsenter --net, not `ip netns exec`: that one mounts a fresh /sys, without the cgroup
   // hierarchies the machine's engine needs.

@@ -4,6 +4,7 @@ import path from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
 // The control plane's own test server for Hetzner's API (a test helper, not the cp's code).
 import { HetznerTestServer } from "../../../cp/src/testing/hetzner-server.js";
+import { hostMirrors } from "../../../denvd/src/build/host-mirrors.js";
 import {
   type DaytonaDouble,
   startDaytonaDouble,
@@ -41,6 +42,8 @@ let daytona: DaytonaDouble;
 let hosts: Hosts;
 let machine: Machine | undefined;
 let lower: string;
+/** The package mirrors of the machine image's apt sources: the only hosts beyond the fixture a machine reaches. */
+let mirrors: string[];
 
 beforeAll(async () => {
   [lower] = await Promise.all([
@@ -50,6 +53,7 @@ beforeAll(async () => {
       hosts = await startHosts({ hosts: [] });
     })(),
   ]);
+  mirrors = await hostMirrors(lower);
   // The first machine of the target, created at `targets add` (min_machines=1).
   // The Hetzner API token in HCLOUD_TOKEN, as connect-a-target.md says (never in argv).
   const add = await runProc(
@@ -93,7 +97,7 @@ it.concurrent("a machine booted from the target's user data installs denvd from 
     index: 0,
     userData: server.user_data,
     lower,
-    mirrors: true,
+    mirrors,
   });
 
   // It joined as its machine, with the denvd bundle the cp serves (checked by the install script too).
@@ -161,7 +165,7 @@ it.concurrent("how-to/connect-a-target.md's daytona-docker block: a Docker-capab
         name: `d${booted.size + 1}`,
         index: 10 + booted.size,
         userData: "#cloud-config\n{}\n",
-        mirrors: true,
+        mirrors,
         lower,
       });
       booted.set(id, m);
