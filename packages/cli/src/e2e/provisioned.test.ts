@@ -42,7 +42,7 @@ let daytona: DaytonaDouble;
 let hosts: Hosts;
 let machine: Machine | undefined;
 let lower: string;
-/** The package mirrors of the machine image's apt sources: the only hosts beyond the fixture a machine reaches. */
+/** The mirrors of the machine image's apt sources: the only hosts beyond the fixture a machine reaches. */
 let mirrors: string[];
 
 beforeAll(async () => {
@@ -209,7 +209,7 @@ it.concurrent("how-to/connect-a-target.md's daytona-docker block: a Docker-capab
   let transcript = "";
   for (const [i, { line, code }] of lines.entries()) {
     if (line.includes("targets machines")) {
-      // Before the listing: the machine joined, and an episode ran on it.
+      // Before the listing: the machine joined (the lines after deploy the quickstart on it).
       let joined: { id: string; status: string; host_id?: string } | undefined;
       await waitUntil("the Daytona machine joined", 300_000, async () => {
         const ms = await machines();

@@ -61,6 +61,13 @@ export class DaytonaDockerDriver extends ProvisionedDriver {
           disk: s.disk,
           networkAllowList: s.allow_list.join(","),
         });
+        // What Daytona answers is checked against what was asked: a sandbox of this machine.
+        if (sb.labels["ai.denv.machine"] !== req.machine) {
+          await api.deleteSandbox(sb.id).catch(() => undefined);
+          throw new Error(
+            `Daytona answered the create of machine ${req.machine} with sandbox ${sb.id}, labelled for ${sb.labels["ai.denv.machine"] ?? "no machine"}`,
+          );
+        }
         const env = joinEnv({ joinToken: req.joinToken, machine: req.machine, labels: s.labels });
         // In the background: the machine is recorded `running` meanwhile, as a booting server is.
         void this.install(target, api, sb.id, req.machine, req.cpUrl, { ...env }).catch((err: unknown) =>

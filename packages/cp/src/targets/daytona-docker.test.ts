@@ -219,8 +219,25 @@ describe("daytona-docker targets (Docker-capable Daytona sandboxes as machines)"
     bootError = undefined;
   });
 
+  it("a create that Daytona answers with a sandbox labelled for another machine fails, that sandbox deleted", async () => {
+    const sandboxes = d.server.sandboxes;
+    const create = sandboxes.create.bind(sandboxes);
+    sandboxes.create = (body) =>
+      create({ ...body, labels: { ...(body.labels as object), "ai.denv.machine": "someone-else" } });
+    try {
+      expect((await add("liar", { min_machines: 1 })).status).toBe(201);
+      const m = await waitForMachine("liar", (x) => x.status === "failed");
+      expect(m.error).toMatch(
+        /^Daytona answered the create of machine \S+ with sandbox \S+, labelled for someone-else$/,
+      );
+      expect(sandboxesOf("liar")).toHaveLength(0);
+    } finally {
+      sandboxes.create = create;
+    }
+  });
+
   it("rm --force deletes every sandbox of the target at Daytona", async () => {
-    for (const name of ["broken", "noboot", "dind"]) {
+    for (const name of ["broken", "noboot", "dind", "liar"]) {
       const r = await t.admin.del(`/v1/targets/${name}?force=true`);
       expect([name, r.status]).toEqual([name, 204]);
     }
